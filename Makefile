@@ -1,0 +1,56 @@
+# pylog: `make demo` and `make test` do all the set-up on a fresh Debian machine with Python >= 3.10.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# Debian packages pylog needs at run or test time: a JRE and ZooKeeper for the cluster, kcat for
+# interop tests. Each is installed only when the command it provides is missing.
+APT_PACKAGES := default-jre-headless:java zookeeper:/usr/share/zookeeper/bin/zkServer.sh kcat:kcat
+PYTEST_ARGS ?=
+
+.PHONY: setup system-packages python-packages test test-unit demo bench clean
+
+setup: system-packages python-packages
+
+system-packages:
+	@missing=""; \
+	for entry in $(APT_PACKAGES); do \
+	  pkg=$${entry%%:*}; probe=$${entry#*:}; \
+	  if [[ $$probe == /* ]]; then [ -e "$$probe" ] || missing="$$missing $$pkg"; \
+	  else command -v "$$probe" >/dev/null 2>&1 || missing="$$missing $$pkg"; fi; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; \
+	  else echo "error: need root or sudo to apt-get install$$missing" >&2; exit 1; fi; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+python-packages: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
+	  { echo "error: pylog needs Python >= 3.10 (found $$($(PYTHON) --version))" >&2; exit 1; }
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[spark,test]'
+	@rm -f $(VENV)/.installed-*; touch $@
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: python-packages
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+demo: setup
+	$(VENV)/bin/pylog demo
+
+bench: setup
+	$(PY) bench/log_append.py
+	$(PY) bench/log_read_recover.py
+	$(PY) bench/header_view.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

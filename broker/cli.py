@@ -1,0 +1,50 @@
+"""The ``pylog`` command line.
+
+Each subcommand is a thin adapter over a module in ``broker.tools``. User mistakes (a missing file,
+a bad option) print one line on stderr and exit non-zero, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pylog", description="pylog: a Kafka-protocol log in Python")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    dump = sub.add_parser("dump-log", help="list the batches of a segment (.log) file")
+    dump.add_argument("segment", help="path to a <base offset>.log segment file")
+    dump.add_argument("--print-records", action="store_true", help="also print every record")
+
+    demo = sub.add_parser("demo", help="run the end-to-end demonstration")
+    demo.add_argument("--dir", default=None, help="working directory (default: a temporary one)")
+    demo.add_argument("--records", type=int, default=3_000_000, help="records to append")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    try:
+        if args.command == "dump-log":
+            from broker.tools.dump_log import dump_segment
+
+            return dump_segment(args.segment, sys.stdout, args.print_records)
+        if args.command == "demo":
+            from broker.tools.log_demo import run_demo
+
+            return run_demo(args.dir, args.records, sys.stdout)
+    except FileNotFoundError as exc:
+        print(f"pylog {args.command}: no such file: {exc.filename}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as exc:
+        print(f"pylog {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Operator tools behind the ``pylog`` command line (one module per command)."""
