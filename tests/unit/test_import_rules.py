@@ -15,6 +15,7 @@ RULES = {
     "broker/wire": (set(), NO_IO),
     "broker/records": (set(), NO_IO),
     "broker/log": ({"broker.records"}, NO_IO),
+    "broker/cluster": (set(), {"asyncio", "pyspark"}),
     "broker/client": ({"broker.wire", "broker.records"}, {"asyncio"}),
     "spark_log": ({"broker.client", "broker.records", "broker.wire"}, set()),
 }

@@ -1,0 +1,141 @@
+"""broker.server.network over real loopback sockets with a scripted handler."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+
+from broker.server.network import KafkaServer, NetworkLimits
+
+
+class ScriptedHandler:
+    """Frames are b"<delay ms>:<payload>"; answers the payload after the delay. 'boom' raises."""
+
+    def __init__(self):
+        self.active = 0
+        self.active_peak = 0
+
+    async def handle(self, frame: bytes) -> bytes | None:
+        delay, payload = frame.split(b":", 1)
+        self.active += 1
+        self.active_peak = max(self.active_peak, self.active)
+        try:
+            await asyncio.sleep(int(delay) / 1000)
+        finally:
+            self.active -= 1
+        if payload == b"boom":
+            raise RuntimeError("handler bug")
+        return None if payload == b"silent" else payload
+
+
+def frame(data: bytes) -> bytes:
+    return struct.pack(">i", len(data)) + data
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes:
+    (size,) = struct.unpack(">i", await reader.readexactly(4))
+    return await reader.readexactly(size)
+
+
+def run(limits: NetworkLimits, scenario):
+    async def main():
+        handler = ScriptedHandler()
+        server = KafkaServer(handler, "127.0.0.1", 0, limits)
+        await server.start()
+        try:
+            return await asyncio.wait_for(scenario(server, handler), 10)
+        finally:
+            await server.close()
+
+    return asyncio.run(main())
+
+
+async def connect(server):
+    return await asyncio.open_connection("127.0.0.1", server.port)
+
+
+def test_responses_in_request_order_even_when_later_ones_finish_first():
+    async def scenario(server, handler):
+        reader, writer = await connect(server)
+        writer.write(frame(b"300:first") + frame(b"200:second") + frame(b"100:third"))
+        got = [await read_frame(reader) for _ in range(3)]
+        writer.close()
+        return got, handler.active_peak
+
+    got, peak = run(NetworkLimits(), scenario)
+    assert got == [b"first", b"second", b"third"]
+    assert peak == 3  # they did run concurrently
+
+
+def test_no_response_for_silent_requests():
+    async def scenario(server, handler):
+        reader, writer = await connect(server)
+        writer.write(frame(b"0:silent") + frame(b"0:after"))
+        got = await read_frame(reader)
+        writer.close()
+        return got
+
+    assert run(NetworkLimits(), scenario) == b"after"
+
+
+@pytest.mark.parametrize("prefix", [
+    pytest.param(struct.pack(">i", 2**31 - 1), id="2GiB"),
+    pytest.param(struct.pack(">i", -5), id="negative"),
+    pytest.param(b"GET / HTTP/1.1\r\n\r\n", id="http-get"),
+])
+def test_bad_frame_length_closes_only_that_connection(prefix):
+    async def scenario(server, handler):
+        bad_reader, bad_writer = await connect(server)
+        good_reader, good_writer = await connect(server)
+        bad_writer.write(prefix)
+        closed = await bad_reader.read() == b""
+        good_writer.write(frame(b"0:still-serving"))
+        answer = await read_frame(good_reader)
+        good_writer.close()
+        return closed, answer, server.statistics().frames_rejected
+
+    closed, answer, rejected = run(NetworkLimits(socket_request_bytes_max=1 << 20), scenario)
+    assert closed and answer == b"still-serving" and rejected == 1
+
+
+def test_inflight_bound_pauses_reading():
+    async def scenario(server, handler):
+        reader, writer = await connect(server)
+        writer.write(b"".join(frame(b"50:r%d" % i) for i in range(20)))
+        got = [await read_frame(reader) for _ in range(20)]
+        writer.close()
+        return got, handler.active_peak
+
+    got, peak = run(NetworkLimits(inflight_requests_max=3), scenario)
+    assert got == [b"r%d" % i for i in range(20)]
+    assert peak == 3  # exactly the bound: pipelined, never more
+
+
+def test_handler_failure_closes_connection_after_earlier_responses():
+    async def scenario(server, handler):
+        reader, writer = await connect(server)
+        other_reader, other_writer = await connect(server)
+        writer.write(frame(b"0:ok") + frame(b"0:boom") + frame(b"0:never"))
+        first = await read_frame(reader)
+        rest = await reader.read()
+        other_writer.write(frame(b"0:fine"))
+        other = await read_frame(other_reader)
+        other_writer.close()
+        return first, rest, other
+
+    assert run(NetworkLimits(), scenario) == (b"ok", b"", b"fine")
+
+
+def test_connection_limit_and_idle_timeout():
+    async def scenario(server, handler):
+        first = await connect(server)
+        second_reader, _ = await connect(server)
+        refused = await second_reader.read() == b""
+        idle_closed = await asyncio.wait_for(first[0].read(), 3) == b""
+        return refused, idle_closed, server.statistics().connections_refused
+
+    refused, idle_closed, count = run(
+        NetworkLimits(connections_max=1, connections_max_idle_ms=300), scenario)
+    assert refused and idle_closed and count == 1
