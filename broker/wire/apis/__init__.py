@@ -1,0 +1,104 @@
+"""The registry of API specs, and the version ranges the broker advertises in ApiVersions.
+
+``API_SPECS`` is what the codec *can* parse; ``SUPPORTED_API_VERSIONS`` is what the server
+*offers* (the reference's "Full profile" column). They differ on purpose: Produce v0-2 parse but
+are answered with UNSUPPORTED_VERSION; Fetch/ListOffsets/OffsetForLeaderEpoch parse older
+versions than are offered. Kafka 4.0 keeps advertising Produce from v0 because librdkafka
+< 2.11.1 turned compression off otherwise (reference pitfall 8.1).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from types import MappingProxyType
+
+from broker.wire.api import ApiSpec
+from broker.wire.apis.api_versions import API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse
+from broker.wire.apis.create_topics import CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse
+from broker.wire.apis.delete_topics import DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse
+from broker.wire.apis.describe_configs import (
+    DESCRIBE_CONFIGS,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+)
+from broker.wire.apis.fetch import FETCH, FetchRequest, FetchResponse
+from broker.wire.apis.find_coordinator import (
+    FIND_COORDINATOR,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from broker.wire.apis.init_producer_id import (
+    INIT_PRODUCER_ID,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
+from broker.wire.apis.list_offsets import LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse
+from broker.wire.apis.metadata import METADATA, MetadataRequest, MetadataResponse
+from broker.wire.apis.offset_for_leader_epoch import (
+    OFFSET_FOR_LEADER_EPOCH,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from broker.wire.apis.produce import PRODUCE, ProduceRequest, ProduceResponse
+
+__all__ = [
+    "ApiKey", "API_SPECS", "SUPPORTED_API_VERSIONS", "spec_for",
+    "ApiVersionsRequest", "ApiVersionsResponse",
+    "CreateTopicsRequest", "CreateTopicsResponse",
+    "DeleteTopicsRequest", "DeleteTopicsResponse",
+    "DescribeConfigsRequest", "DescribeConfigsResponse",
+    "FetchRequest", "FetchResponse",
+    "FindCoordinatorRequest", "FindCoordinatorResponse",
+    "InitProducerIdRequest", "InitProducerIdResponse",
+    "ListOffsetsRequest", "ListOffsetsResponse",
+    "MetadataRequest", "MetadataResponse",
+    "OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse",
+    "ProduceRequest", "ProduceResponse",
+]
+
+
+class ApiKey(IntEnum):
+    """Kafka's api keys (``org.apache.kafka.common.protocol.ApiKeys``) for the APIs we cover."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    FIND_COORDINATOR = 10
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+
+
+_ALL = (
+    PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, API_VERSIONS,
+    CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS,
+)
+
+API_SPECS: MappingProxyType[int, ApiSpec] = MappingProxyType({spec.key: spec for spec in _ALL})
+
+# (min, max) per api key, sent in our ApiVersions response.
+SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyType({
+    ApiKey.PRODUCE: (0, 10),
+    ApiKey.FETCH: (4, 12),
+    ApiKey.LIST_OFFSETS: (1, 7),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.FIND_COORDINATOR: (0, 4),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.CREATE_TOPICS: (0, 7),
+    ApiKey.DELETE_TOPICS: (0, 6),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),
+})
+
+assert {int(key) for key in ApiKey} == set(API_SPECS), "ApiKey and API_SPECS disagree"
+for _key, (_low, _high) in SUPPORTED_API_VERSIONS.items():
+    assert _low in API_SPECS[_key].valid and _high in API_SPECS[_key].valid, _key
+
+
+def spec_for(api_key: int) -> ApiSpec | None:
+    return API_SPECS.get(api_key)
