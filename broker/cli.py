@@ -7,6 +7,7 @@ a bad option) print one line on stderr and exit non-zero, never a traceback.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 
@@ -18,6 +19,13 @@ def _build_parser() -> argparse.ArgumentParser:
     dump.add_argument("segment", help="path to a <base offset>.log segment file")
     dump.add_argument("--print-records", action="store_true", help="also print every record")
 
+    from broker.tools.produce_consume import add_consume_parser, add_produce_parser
+    from broker.tools.topics import add_topics_parser
+
+    add_topics_parser(sub)
+    add_produce_parser(sub)
+    add_consume_parser(sub)
+
     demo = sub.add_parser("demo", help="run the end-to-end demonstration")
     demo.add_argument("--dir", default=None, help="working directory (default: a temporary one)")
     demo.add_argument("--records", type=int, default=3_000_000, help="records to append")
@@ -26,11 +34,24 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "dump-log":
             from broker.tools.dump_log import dump_segment
 
             return dump_segment(args.segment, sys.stdout, args.print_records)
+        if args.command == "topics":
+            from broker.tools.topics import run_topics
+
+            return run_topics(args, sys.stdout, sys.stderr)
+        if args.command == "produce":
+            from broker.tools.produce_consume import run_produce
+
+            return run_produce(args, sys.stdin.buffer, sys.stderr)
+        if args.command == "consume":
+            from broker.tools.produce_consume import run_consume
+
+            return run_consume(args, sys.stdout.buffer, sys.stderr)
         if args.command == "demo":
             from broker.tools.log_demo import run_demo
 

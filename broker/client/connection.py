@@ -1,0 +1,384 @@
+"""One blocking TCP connection to one broker: framing, correlation ids, version negotiation.
+
+Wire contract (reference section 0): every request and response is ``int32 size`` + bytes; a
+connection is strict FIFO, so responses come back in the order the requests went out. We keep
+the in-flight requests in a deque and require each response's correlation id to match the
+oldest one; anything else means the stream is out of step and the connection is closed
+(kafka-python's ``CorrelationIdError`` does the same). Pipelining is the caller's choice: call
+``send`` several times (up to ``inflight_requests_max``), then ``receive`` the answers in order.
+
+Negotiation (reference 1.3, KIP-511): the first request on a new socket is ApiVersions v3. A
+broker that does not know v3 answers with a v0 body, error UNSUPPORTED_VERSION and (from Kafka
+2.4 on) its own ApiVersions range; we retry with ``min(sent - 1, broker max)``, or v0 if it did
+not say (librdkafka ``rdkafka_broker.c``). Afterwards ``version_for(api_key)`` is the highest
+version both sides support.
+
+Failures close the socket and fail every in-flight request: a connection whose stream may be out
+of step cannot be trusted with the next response. The next ``send`` reconnects (and negotiates
+again), so a long-lived client survives a broker restart.
+
+Limits (``ClientConfig``): ``response_bytes_max`` is checked against the size prefix before
+anything is allocated; ``request_timeout_ms`` bounds each request from send to response;
+``connect_timeout_ms`` bounds TCP connect plus negotiation; ``inflight_requests_max`` bounds the
+deque. Not thread-safe: one owner thread per connection.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections import deque
+from dataclasses import dataclass
+from importlib import metadata as _pkg_metadata
+from types import MappingProxyType
+from typing import Callable
+
+from broker.client.config import SYSTEM_CLOCK, ClientConfig, Clock
+from broker.client.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+)
+from broker.wire import (
+    API_SPECS,
+    ApiKey,
+    ErrorCode,
+    MalformedMessage,
+    decode_response,
+    encode_request,
+    response_correlation_id,
+    with_size_prefix,
+)
+
+__all__ = [
+    "BrokerConnection",
+    "CLIENT_API_VERSIONS",
+    "API_VERSIONS_FIRST",
+    "pick_version",
+]
+
+_SIZE = struct.Struct(">i")
+_INT32_MAX = 0x7FFFFFFF
+
+# The first ApiVersions version we try (librdkafka also starts at 3, reference 1.3).
+API_VERSIONS_FIRST = 3
+
+
+def _client_versions() -> dict[int, tuple[int, int]]:
+    """The versions this client can send: what the codec covers, raised where an older version
+    lacks something the client relies on."""
+    minimum = {
+        ApiKey.PRODUCE: 3,  # RecordBatch v2 (magic 2) needs Produce v3+
+        ApiKey.FETCH: 4,  # isolation level and RecordBatch v2 answers
+        ApiKey.LIST_OFFSETS: 1,  # v0 answers a list of old-style offsets
+        ApiKey.METADATA: 1,  # v0 cannot ask for "all topics" and has no controller id
+    }
+    return {
+        int(key): (minimum.get(key, spec.valid.low), spec.valid.high)
+        for key, spec in API_SPECS.items()
+    }
+
+
+CLIENT_API_VERSIONS = MappingProxyType(_client_versions())
+
+
+def _software_version() -> str:
+    try:
+        return _pkg_metadata.version("pylog")
+    except _pkg_metadata.PackageNotFoundError:  # running from a source tree without metadata
+        return "0.0.0"
+
+
+_SOFTWARE_NAME = "pylog-client"
+_SOFTWARE_VERSION = _software_version()
+
+
+def pick_version(client: tuple[int, int], broker: tuple[int, int] | None) -> int | None:
+    """Highest version in both inclusive ranges, or None when they do not overlap."""
+    if broker is None:
+        return None
+    low, high = max(client[0], broker[0]), min(client[1], broker[1])
+    return high if low <= high else None
+
+
+@dataclass(frozen=True, slots=True)
+class _InFlight:
+    correlation_id: int
+    api_key: int
+    api_version: int
+    deadline_ms: float
+
+
+class BrokerConnection:
+    """A blocking connection to ``host:port``. ``node_id`` is for messages only (-1 = bootstrap)."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str | None = None,
+        config: ClientConfig | None = None,
+        *,
+        node_id: int = -1,
+        clock: Clock = SYSTEM_CLOCK,
+        connect: Callable[..., socket.socket] = socket.create_connection,
+    ) -> None:
+        self.host = host
+        self.port = int(port)
+        self.node_id = node_id
+        self._config = config or ClientConfig()
+        self._client_id = client_id if client_id is not None else self._config.client_id
+        self._clock = clock
+        self._connect = connect
+        self._sock: socket.socket | None = None
+        self._inflight: deque[_InFlight] = deque()
+        self._next_correlation_id = 0
+        self._broker_versions: dict[int, tuple[int, int]] = {}
+        self.api_versions_version: int | None = None  # the ApiVersions version that worked
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __repr__(self) -> str:
+        state = "connected" if self._sock is not None else "closed"
+        return f"BrokerConnection(node {self.node_id} at {self.address}, {state})"
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    @property
+    def in_flight_count(self) -> int:
+        return len(self._inflight)
+
+    @property
+    def broker_api_versions(self) -> MappingProxyType:
+        """The broker's advertised ``{api_key: (min, max)}`` from the last negotiation."""
+        return MappingProxyType(self._broker_versions)
+
+    def connect(self) -> None:
+        """Open the socket and negotiate versions; a no-op when already connected."""
+        if self._sock is not None:
+            return
+        deadline = self._clock.monotonic_ms() + self._config.connect_timeout_ms
+        try:
+            sock = self._connect((self.host, self.port), timeout=self._config.connect_timeout_ms / 1000)
+        except OSError as exc:
+            raise KafkaConnectionError(f"cannot connect to {self.address}: {_os_reason(exc)}") from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+        self._inflight.clear()
+        try:
+            self._negotiate(deadline)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the socket; requests still in flight are lost (their ``receive`` raises)."""
+        sock, self._sock = self._sock, None
+        self._inflight.clear()
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass  # closing a broken socket has nothing left to report
+
+    def __enter__(self) -> "BrokerConnection":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ versions
+
+    def version_for(self, api_key: int, min_version: int = 0, max_version: int = 0x7FFF) -> int:
+        """Highest version of ``api_key`` that this client, the broker, and the caller's bounds
+        all allow; raises ``KafkaError(UNSUPPORTED_VERSION)`` if there is none."""
+        self.connect()
+        client = CLIENT_API_VERSIONS[api_key]
+        client = (max(client[0], min_version), min(client[1], max_version))
+        broker = self._broker_versions.get(api_key)
+        version = pick_version(client, broker)
+        if version is None:
+            name = API_SPECS[api_key].name
+            offered = f"{broker[0]}-{broker[1]}" if broker else "none"
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"{name}: broker {self.address} offers versions {offered}, "
+                f"this client needs {client[0]}-{client[1]}",
+            )
+        return version
+
+    # ------------------------------------------------------------------ requests
+
+    def send(
+        self,
+        api_key: int,
+        request,
+        api_version: int | None = None,
+        *,
+        expect_response: bool = True,
+        timeout_ms: float | None = None,
+    ) -> int:
+        """Send one request (a wire message or a dict of its fields) and return its correlation
+        id. With ``expect_response=False`` (Produce acks=0) nothing is queued for ``receive``."""
+        self.connect()
+        if api_version is None:
+            api_version = self.version_for(api_key)
+        return self._send(api_key, api_version, request, expect_response, timeout_ms)
+
+    def receive(self):
+        """The decoded response to the oldest in-flight request (strict FIFO)."""
+        assert self._inflight, "receive() with no request in flight"
+        head = self._inflight[0]
+        try:
+            frame = self._read_frame(head)
+            correlation_id = response_correlation_id(frame)
+            if correlation_id != head.correlation_id:
+                raise KafkaProtocolError(
+                    f"{self.address}: response correlation id {correlation_id} does not match the "
+                    f"oldest in-flight request's {head.correlation_id} "
+                    f"({API_SPECS[head.api_key].name} v{head.api_version})"
+                )
+            try:
+                _, body = decode_response(head.api_key, head.api_version, frame)
+            except MalformedMessage as exc:
+                raise KafkaProtocolError(
+                    f"{self.address}: {API_SPECS[head.api_key].name} v{head.api_version} "
+                    f"response does not parse: {exc}"
+                ) from exc
+        except BaseException:
+            self.close()
+            raise
+        self._inflight.popleft()
+        return body
+
+    def request(self, api_key: int, request, api_version: int | None = None, *,
+                timeout_ms: float | None = None):
+        """Send one request and wait for its response; nothing else may be in flight."""
+        assert not self._inflight, "request() while pipelined requests are in flight"
+        self.send(api_key, request, api_version, timeout_ms=timeout_ms)
+        return self.receive()
+
+    # ------------------------------------------------------------------ internals
+
+    def _send(self, api_key: int, api_version: int, request, expect_response: bool,
+              timeout_ms: float | None) -> int:
+        assert len(self._inflight) < self._config.inflight_requests_max, (
+            f"{len(self._inflight)} requests in flight, inflight_requests_max is "
+            f"{self._config.inflight_requests_max}: receive() before sending more"
+        )
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & _INT32_MAX
+        payload = with_size_prefix(
+            encode_request(api_key, api_version, correlation_id, self._client_id, request)
+        )
+        timeout = self._config.request_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = self._clock.monotonic_ms() + timeout
+        assert self._sock is not None
+        try:
+            self._sock.settimeout(max(timeout, 1) / 1000)
+            self._sock.sendall(payload)
+        except socket.timeout as exc:
+            self.close()
+            raise KafkaTimeoutError(f"{self.address}: sending a request timed out") from exc
+        except OSError as exc:
+            self.close()
+            raise KafkaConnectionError(f"{self.address}: send failed: {_os_reason(exc)}") from exc
+        if expect_response:
+            self._inflight.append(_InFlight(correlation_id, api_key, api_version, deadline))
+        return correlation_id
+
+    def _read_frame(self, head: _InFlight) -> bytearray:
+        size = _SIZE.unpack(self._read_exact(4, head))[0]
+        limit = self._config.response_bytes_max
+        if size < 4 or size > limit:
+            raise KafkaProtocolError(
+                f"{self.address}: response frame of {size} bytes is outside 4..{limit} "
+                f"(response_bytes_max)"
+            )
+        return self._read_exact(size, head)
+
+    def _read_exact(self, n: int, head: _InFlight) -> bytearray:
+        assert self._sock is not None
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            remaining = head.deadline_ms - self._clock.monotonic_ms()
+            if remaining <= 0:
+                raise self._timed_out(head)
+            try:
+                self._sock.settimeout(remaining / 1000)
+                count = self._sock.recv_into(view[got:])
+            except socket.timeout:
+                raise self._timed_out(head) from None
+            except OSError as exc:
+                raise KafkaConnectionError(
+                    f"{self.address}: receive failed: {_os_reason(exc)}"
+                ) from exc
+            if count == 0:
+                raise KafkaConnectionError(
+                    f"{self.address}: connection closed by the broker with "
+                    f"{len(self._inflight)} request(s) in flight"
+                )
+            got += count
+        return buf
+
+    def _timed_out(self, head: _InFlight) -> KafkaTimeoutError:
+        return KafkaTimeoutError(
+            f"{self.address}: no response to {API_SPECS[head.api_key].name} v{head.api_version} "
+            f"(correlation id {head.correlation_id}) within the request timeout"
+        )
+
+    def _negotiate(self, deadline_ms: float) -> None:
+        """ApiVersions, falling back per KIP-511 on UNSUPPORTED_VERSION (at most 5 tries: each
+        retry uses a strictly lower version)."""
+        version = API_VERSIONS_FIRST
+        for _ in range(API_VERSIONS_FIRST + 2):
+            body = {}
+            if version >= 3:
+                body = {"client_software_name": _SOFTWARE_NAME,
+                        "client_software_version": _SOFTWARE_VERSION}
+            timeout = max(deadline_ms - self._clock.monotonic_ms(), 1)
+            self._send(ApiKey.API_VERSIONS, version, body, True, timeout)
+            response = self.receive()
+            advertised = {
+                k.api_key: (k.min_version, k.max_version) for k in response.api_keys
+            }
+            code = response.error_code
+            if code == ErrorCode.NONE:
+                self._broker_versions = advertised
+                self.api_versions_version = version
+                return
+            next_version = _fallback_version(version, code, advertised)
+            if next_version is None:
+                raise KafkaError(
+                    code, f"ApiVersions v{version} to {self.address} failed"
+                )
+            version = next_version
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
+                         f"{self.address}: no ApiVersions version was accepted")
+
+
+def _fallback_version(sent: int, code: int, advertised: dict[int, tuple[int, int]]) -> int | None:
+    """The ApiVersions version to retry with after error ``code``, or None to give up."""
+    if sent == 0:
+        return None
+    if code == ErrorCode.UNSUPPORTED_VERSION:
+        if ApiKey.API_VERSIONS in advertised:
+            retry = min(sent - 1, advertised[ApiKey.API_VERSIONS][1])
+            return retry if retry >= 0 else None
+        return 0
+    if code == ErrorCode.INVALID_REQUEST and sent >= 3:
+        return 0  # a broker that rejects our software name/version (librdkafka does the same)
+    return None
+
+
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror or str(exc) or type(exc).__name__

@@ -1,0 +1,81 @@
+"""Choosing a partition: Kafka's murmur2 for keyed records, sticky for records without a key.
+
+Keyed records must land where the Java client puts them, or two producers (ours and a JVM
+service) would split one key's records over two partitions and lose their order. Java's
+``BuiltInPartitioner.partitionForKey`` is ``toPositive(murmur2(keyBytes)) % numPartitions``
+where ``toPositive(n) = n & 0x7fffffff`` and ``murmur2`` is ``Utils.murmur2`` (seed
+0x9747b28c, little-endian 4-byte blocks, signed int32 result). An empty key is a key: it hashes
+like any other byte string; only a null key is "no key". (librdkafka's default partitioner is
+``consistent_random`` over CRC32, so it does NOT agree with Java; we follow Java.)
+
+Records without a key stick to one partition per topic until that partition needs a new batch,
+then move to the next (KIP-480): batches fill up instead of one record per partition per send.
+"""
+
+from __future__ import annotations
+
+import random
+
+__all__ = ["murmur2", "to_positive", "partition_for_key", "StickyPartitioner"]
+
+_SEED = 0x9747B28C
+_M = 0x5BD1E995
+_MASK32 = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2``: the signed 32-bit MurmurHash2 of ``data``."""
+    length = len(data)
+    h = (_SEED ^ length) & _MASK32
+    blocks = length & ~3
+    for i in range(0, blocks, 4):
+        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
+        k = (k * _M) & _MASK32
+        k ^= k >> 24
+        k = (k * _M) & _MASK32
+        h = ((h * _M) & _MASK32) ^ k
+    tail = length & 3
+    # Java's switch falls through: 3 mixes bytes 2, 1 and 0; 2 mixes 1 and 0; 1 mixes 0.
+    if tail == 3:
+        h ^= data[blocks + 2] << 16
+    if tail >= 2:
+        h ^= data[blocks + 1] << 8
+    if tail >= 1:
+        h ^= data[blocks]
+        h = (h * _M) & _MASK32
+    h ^= h >> 13
+    h = (h * _M) & _MASK32
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def to_positive(n: int) -> int:
+    """Java ``Utils.toPositive``: clear the sign bit (not ``abs``, which fails for INT_MIN)."""
+    return n & 0x7FFFFFFF
+
+
+def partition_for_key(key: bytes, num_partitions: int) -> int:
+    assert num_partitions > 0, "a topic has at least one partition"
+    return to_positive(murmur2(key)) % num_partitions
+
+
+class StickyPartitioner:
+    """Per topic, the partition that keyless records currently stick to."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._rng = rng or random.Random()
+        self._current: dict[str, int] = {}
+
+    def partition(self, topic: str, num_partitions: int) -> int:
+        current = self._current.get(topic)
+        if current is None or current >= num_partitions:
+            current = self._rng.randrange(num_partitions)
+            self._current[topic] = current
+        return current
+
+    def next_partition(self, topic: str, num_partitions: int) -> int:
+        """Move on after the current partition's batch filled up (round-robin)."""
+        current = self.partition(topic, num_partitions)
+        nxt = (current + 1) % num_partitions
+        self._current[topic] = nxt
+        return nxt
