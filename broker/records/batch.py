@@ -181,6 +181,10 @@ def _decode_record(
     view = memoryview(data)[:end]  # bounds every read below to this record
     timestamp_delta, pos = decode_varint(view, pos, 10)
     offset_delta, pos = decode_varint(view, pos, 5)
+    if not 0 <= offset_delta <= header.last_offset_delta:
+        raise CorruptRecordError(
+            f"record offsetDelta {offset_delta} outside [0, lastOffsetDelta {header.last_offset_delta}]"
+        )
     key, pos = _decode_bytes(view, pos)
     value, pos = _decode_bytes(view, pos)
     count, pos = decode_varint(view, pos, 5)

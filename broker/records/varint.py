@@ -39,7 +39,11 @@ def decode_varint(buf: bytes | memoryview, pos: int, max_bytes: int = 10) -> tup
         if b < 0x80:
             break
         shift += 7
-    return (result >> 1) ^ -(result & 1), pos
+    value = (result >> 1) ^ -(result & 1)
+    if max_bytes <= 5 and not -(1 << 31) <= value < (1 << 31):
+        # Java's readVarint wraps such a value silently; we refuse it as malformed.
+        raise CorruptRecordError(f"varint {value} does not fit in an int32")
+    return value, pos
 
 
 def size_of_varint(value: int) -> int:

@@ -195,3 +195,19 @@ def test_control_record_with_bad_key_rejected():
         decode_control_record(Record(0, 0, b"\x00\x00\x01", b""))
     with pytest.raises(InvalidRecordError, match="version 3"):
         decode_control_record(Record(0, 0, b"\x00\x03\x00\x01", b""))
+
+
+def test_int32_varint_out_of_range_is_corrupt():
+    from broker.records.varint import decode_varint
+
+    with pytest.raises(CorruptRecordError, match="int32"):
+        decode_varint(b"\xff\xff\xff\xff\x7f", 0, 5)
+    assert decode_varint(b"\xfe\xff\xff\xff\x0f", 0, 5) == (2**31 - 1, 5)
+
+
+def test_record_offset_delta_beyond_last_offset_delta_is_corrupt():
+    gapped = [Record(0, 0, None, b"a"), Record(5, 0, None, b"b")]  # lastOffsetDelta 5
+    buf = bytearray(encode_batch(gapped))
+    struct.pack_into(">i", buf, 23, 1)  # claim lastOffsetDelta 1: still >= recordsCount - 1
+    with pytest.raises(CorruptRecordError, match="offsetDelta 5 outside"):
+        decode_batch(recrc(buf))

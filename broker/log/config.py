@@ -1,0 +1,140 @@
+"""A partition log's configuration, with Kafka's names, defaults and validation.
+
+Broker-level names come from ``server.properties`` (``log.segment.bytes``, ``log.retention.hours``,
+...); topic-level overrides use the topic config names (``segment.bytes``, ``retention.ms``, ...)
+and win over the broker's. Where Kafka offers the same setting in several units the finest one
+wins: ``log.retention.ms`` > ``log.retention.minutes`` > ``log.retention.hours`` and
+``log.roll.ms`` > ``log.roll.hours`` (``KafkaConfig.logRetentionTimeMillis``,
+``logRollTimeMillis``).
+Keys that are not log settings are ignored, so a whole ``server.properties`` may be passed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Mapping
+
+__all__ = ["LogConfig", "INT32_MAX", "INT64_MAX"]
+
+INT32_MAX = (1 << 31) - 1
+INT64_MAX = (1 << 63) - 1
+_HOUR_MS = 3_600_000
+_MINUTE_MS = 60_000
+
+# field -> (minimum, maximum, what the bounds mean). The minimums are Kafka's validators:
+# segment.bytes >= LegacyRecord.RECORD_OVERHEAD_V0 (14), segment.index.bytes >= 4, etc.
+_BOUNDS: dict[str, tuple[int, int]] = {
+    "segment_bytes": (14, INT32_MAX),
+    "segment_ms": (1, INT64_MAX),
+    "retention_ms": (-1, INT64_MAX),
+    "retention_bytes": (-1, INT64_MAX),
+    "index_interval_bytes": (0, INT32_MAX),
+    "segment_index_bytes": (4, INT32_MAX),
+    "flush_messages": (1, INT64_MAX),
+    "flush_ms": (0, INT64_MAX),
+    "message_max_bytes": (0, INT32_MAX),
+}
+
+# field -> broker keys in precedence order, each with its factor to the field's unit.
+_BROKER_KEYS: dict[str, tuple[tuple[str, int], ...]] = {
+    "segment_bytes": (("log.segment.bytes", 1),),
+    "segment_ms": (("log.roll.ms", 1), ("log.roll.hours", _HOUR_MS)),
+    "retention_ms": (
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", _MINUTE_MS),
+        ("log.retention.hours", _HOUR_MS),
+    ),
+    "retention_bytes": (("log.retention.bytes", 1),),
+    "index_interval_bytes": (("log.index.interval.bytes", 1),),
+    "segment_index_bytes": (("log.index.size.max.bytes", 1),),
+    "flush_messages": (("log.flush.interval.messages", 1),),
+    "flush_ms": (("log.flush.interval.ms", 1),),
+    "message_max_bytes": (("message.max.bytes", 1),),
+}
+
+_TOPIC_KEYS: dict[str, str] = {
+    "segment_bytes": "segment.bytes",
+    "segment_ms": "segment.ms",
+    "retention_ms": "retention.ms",
+    "retention_bytes": "retention.bytes",
+    "index_interval_bytes": "index.interval.bytes",
+    "segment_index_bytes": "segment.index.bytes",
+    "flush_messages": "flush.messages",
+    "flush_ms": "flush.ms",
+    "message_max_bytes": "max.message.bytes",
+}
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Settings of one partition's log. Sizes in bytes, times in milliseconds.
+
+    ``retention_ms``/``retention_bytes`` of -1 mean unlimited. ``flush_ms`` None means never flush
+    on a timer (Kafka's default: durability comes from replication, the OS writes back pages).
+    ``segment_index_bytes`` is the most an ``.index``/``.timeindex`` file may hold; a segment
+    whose index is full rolls.
+    """
+
+    segment_bytes: int = 1 << 30  # log.segment.bytes / segment.bytes
+    segment_ms: int = 168 * _HOUR_MS  # log.roll.ms, log.roll.hours / segment.ms
+    retention_ms: int = 168 * _HOUR_MS  # log.retention.{ms,minutes,hours} / retention.ms
+    retention_bytes: int = -1  # log.retention.bytes / retention.bytes
+    index_interval_bytes: int = 4096  # log.index.interval.bytes / index.interval.bytes
+    segment_index_bytes: int = 10 * 1024 * 1024  # log.index.size.max.bytes / segment.index.bytes
+    flush_messages: int = INT64_MAX  # log.flush.interval.messages / flush.messages
+    flush_ms: int | None = None  # log.flush.interval.ms / flush.ms
+    message_max_bytes: int = 1048588  # message.max.bytes / max.message.bytes
+
+    def __post_init__(self) -> None:
+        for name, (low, high) in _BOUNDS.items():
+            value = getattr(self, name)
+            if name == "flush_ms" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(
+                    f"LogConfig.{name}={value!r} is invalid: must be an integer in [{low}, {high}]"
+                )
+
+    @classmethod
+    def from_properties(
+        cls, props: Mapping[str, str], topic_overrides: Mapping[str, str] | None = None
+    ) -> "LogConfig":
+        """Build from broker properties, then apply a topic's overrides (topic config names)."""
+        values: dict[str, int] = {}
+        for name, keys in _BROKER_KEYS.items():
+            for key, factor in keys:
+                if key in props:
+                    values[name] = _parse(key, props[key], name, factor) * factor
+                    break
+        if values.get("retention_ms", 0) < 0:
+            values["retention_ms"] = -1  # Kafka: any negative retention time means unlimited
+        return cls(**values).with_overrides(topic_overrides or {})
+
+    def with_overrides(self, topic_overrides: Mapping[str, str]) -> "LogConfig":
+        """A copy with topic-level settings (``segment.bytes``, ``retention.ms``, ...) applied."""
+        values = {
+            name: _parse(key, topic_overrides[key], name)
+            for name, key in _TOPIC_KEYS.items()
+            if key in topic_overrides
+        }
+        return dataclasses.replace(self, **values) if values else self
+
+
+def _parse(key: str, raw: str, name: str, factor: int = 1) -> int:
+    """Parse one property value as an integer within the bounds of field ``name``.
+
+    ``factor`` is the key's unit in the field's unit (3600000 for an ``.hours`` key); the upper
+    bound shrinks by it so the product still fits.
+    """
+    low, high = _BOUNDS[name]
+    high //= factor
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise ValueError(
+            f"invalid value {raw!r} for {key}: must be an integer in [{low}, {high}]"
+        )
+    return value

@@ -1,0 +1,103 @@
+"""LogConfig: Kafka's names, defaults, precedence and validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.log import LogConfig
+
+HOUR = 3_600_000
+
+
+def test_defaults_are_kafkas() -> None:
+    config = LogConfig()
+    assert config.segment_bytes == 1073741824
+    assert config.segment_ms == 168 * HOUR
+    assert config.retention_ms == 168 * HOUR
+    assert config.retention_bytes == -1
+    assert config.index_interval_bytes == 4096
+    assert config.segment_index_bytes == 10485760
+    assert config.flush_messages == 2**63 - 1
+    assert config.flush_ms is None
+    assert config.message_max_bytes == 1048588
+    assert LogConfig.from_properties({}) == config
+
+
+@pytest.mark.parametrize(
+    "props, field, expected",
+    [
+        ({"log.retention.hours": "24"}, "retention_ms", 24 * HOUR),
+        ({"log.retention.minutes": "30", "log.retention.hours": "24"}, "retention_ms", 30 * 60_000),
+        ({"log.retention.ms": "1234", "log.retention.minutes": "30"}, "retention_ms", 1234),
+        ({"log.retention.hours": "-1"}, "retention_ms", -1),
+        ({"log.retention.minutes": "-1"}, "retention_ms", -1),
+        ({"log.roll.hours": "2"}, "segment_ms", 2 * HOUR),
+        ({"log.roll.ms": "500", "log.roll.hours": "2"}, "segment_ms", 500),
+        ({"log.segment.bytes": " 4096 "}, "segment_bytes", 4096),
+        ({"log.retention.bytes": "100000"}, "retention_bytes", 100000),
+        ({"log.index.interval.bytes": "0"}, "index_interval_bytes", 0),
+        ({"log.index.size.max.bytes": "4096"}, "segment_index_bytes", 4096),
+        ({"log.flush.interval.messages": "1"}, "flush_messages", 1),
+        ({"log.flush.interval.ms": "1000"}, "flush_ms", 1000),
+        ({"message.max.bytes": "2000000"}, "message_max_bytes", 2000000),
+        ({"broker.id": "3", "zookeeper.connect": "x:2181"}, "segment_bytes", 1 << 30),  # ignored
+    ],
+)
+def test_broker_properties(props, field, expected) -> None:
+    assert getattr(LogConfig.from_properties(props), field) == expected
+
+
+@pytest.mark.parametrize(
+    "overrides, field, expected",
+    [
+        ({"segment.bytes": "1000"}, "segment_bytes", 1000),
+        ({"segment.ms": "60000"}, "segment_ms", 60000),
+        ({"retention.ms": "-1"}, "retention_ms", -1),
+        ({"retention.bytes": "5000"}, "retention_bytes", 5000),
+        ({"index.interval.bytes": "100"}, "index_interval_bytes", 100),
+        ({"segment.index.bytes": "800"}, "segment_index_bytes", 800),
+        ({"flush.messages": "10"}, "flush_messages", 10),
+        ({"flush.ms": "10"}, "flush_ms", 10),
+        ({"max.message.bytes": "300"}, "message_max_bytes", 300),
+        ({"cleanup.policy": "compact"}, "segment_bytes", 2000),  # not a log setting: ignored
+    ],
+)
+def test_topic_overrides_win(overrides, field, expected) -> None:
+    broker = {"log.segment.bytes": "2000", "log.retention.hours": "1"}
+    assert getattr(LogConfig.from_properties(broker, overrides), field) == expected
+
+
+@pytest.mark.parametrize(
+    "props, overrides, key, valid",
+    [
+        ({"log.segment.bytes": "13"}, {}, "log.segment.bytes", "[14, 2147483647]"),
+        ({}, {"segment.bytes": "10"}, "segment.bytes", "[14, 2147483647]"),
+        ({}, {"segment.bytes": "2147483648"}, "segment.bytes", "[14, 2147483647]"),
+        ({"log.retention.ms": "abc"}, {}, "log.retention.ms", "[-1, "),
+        ({}, {"retention.ms": "-2"}, "retention.ms", "[-1, "),
+        ({}, {"retention.bytes": "1.5"}, "retention.bytes", "[-1, "),
+        ({"log.roll.hours": "0"}, {}, "log.roll.hours", "[1, "),
+        ({}, {"segment.ms": "0"}, "segment.ms", "[1, "),
+        ({}, {"flush.messages": "0"}, "flush.messages", "[1, "),
+        ({}, {"flush.ms": "-5"}, "flush.ms", "[0, "),
+        ({}, {"segment.index.bytes": "3"}, "segment.index.bytes", "[4, "),
+        ({}, {"index.interval.bytes": "-1"}, "index.interval.bytes", "[0, "),
+        ({}, {"max.message.bytes": ""}, "max.message.bytes", "[0, "),
+        ({"log.retention.hours": str(2**62)}, {}, "log.retention.hours", "[-1, "),
+    ],
+)
+def test_invalid_values_name_key_value_and_range(props, overrides, key, valid) -> None:
+    with pytest.raises(ValueError) as info:
+        LogConfig.from_properties(props, overrides)
+    message = str(info.value)
+    raw = {**props, **overrides}[key]
+    assert key in message and repr(raw) in message and valid in message
+
+
+def test_direct_construction_is_validated() -> None:
+    with pytest.raises(ValueError, match="segment_bytes"):
+        LogConfig(segment_bytes=5)
+    with pytest.raises(ValueError, match="flush_ms"):
+        LogConfig(flush_ms=-1)
+    with pytest.raises(ValueError, match="retention_ms"):
+        LogConfig(retention_ms=True)  # a bool is not an int here
