@@ -13,9 +13,17 @@ Bounds, all from the broker config:
 - ``connections_max``: further connections are accepted and closed at once.
 - ``connections_max_idle_ms``: a connection with nothing in flight and no bytes for that long closes.
 
-The handler is any object with ``async handle(frame: bytes) -> bytes | None`` (None: no response,
-as for acks=0 produce). A handler that raises is a broken invariant: the connection is closed and
-the error logged; the broker keeps serving everyone else.
+The handler is any object with ``async handle(frame: bytes) -> bytes | list | None``: ``bytes`` is
+a response without its size prefix; a ``list`` is the chunks of ``wire.encode_response_chunks``
+(size prefix included), written with ``writelines`` so fetched records reach the socket without
+being copied into one buffer; None means no response (acks=0 produce). A handler that raises is
+a broken invariant: the connection is closed and the error logged; the broker keeps serving
+everyone else.
+
+Shutdown (``close``): the listening socket closes, every connection stops reading new requests,
+the requests already read are answered (for at most ``drain_timeout_s``), then the connections
+close. A client therefore gets an answer to everything it sent before the broker stopped
+reading, or a closed connection it will retry on, never a half-written response.
 """
 
 from __future__ import annotations
@@ -27,14 +35,21 @@ import struct
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["NetworkLimits", "RequestHandler", "KafkaServer"]
+__all__ = ["NetworkLimits", "RequestHandler", "KafkaServer", "CloseConnection"]
 
 log = logging.getLogger("pylog.network")
 _SIZE = struct.Struct(">i")
 
 
+class CloseConnection(Exception):
+    """Raised by a handler to close the connection after the responses before this request,
+    without answering it: Kafka's answer to an unparseable request, an unknown api key, and an
+    acks=0 produce that failed (the only way to tell such a client). Logged as info, not as a
+    bug."""
+
+
 class RequestHandler(Protocol):
-    async def handle(self, frame: bytes) -> bytes | None: ...
+    async def handle(self, frame: bytes) -> bytes | list | None: ...
 
 
 @dataclass(frozen=True)
@@ -63,7 +78,7 @@ class KafkaServer:
         self._port = port
         self._limits = limits
         self._server: asyncio.base_events.Server | None = None
-        self._connections: set[asyncio.Task] = set()
+        self._connections: dict[asyncio.Task, "_Connection"] = {}
         self.stats = NetworkStatistics()
 
     @property
@@ -71,19 +86,34 @@ class KafkaServer:
         assert self._server is not None
         return self._server.sockets[0].getsockname()[1]
 
-    async def start(self) -> None:
+    async def start(self, start_serving: bool = True) -> None:
+        """Bind the listening socket; accept connections now, or from ``start_serving()`` on
+        (so a broker can learn its bound port before it is ready to answer)."""
         self._server = await asyncio.start_server(
-            self._on_connect, self._host, self._port, reuse_address=True, limit=64 * 1024
+            self._on_connect, self._host or None, self._port, reuse_address=True, limit=64 * 1024,
+            start_serving=start_serving,
         )
 
-    async def close(self) -> None:
+    async def start_serving(self) -> None:
+        assert self._server is not None, "start() first"
+        await self._server.start_serving()
+
+    async def close(self, drain_timeout_s: float = 0.0) -> None:
+        """Stop accepting, stop reading, answer what was read (up to ``drain_timeout_s``),
+        then close every connection."""
         if self._server is not None:
             self._server.close()
-            await self._server.wait_closed()
-        for task in list(self._connections):
+        for connection in list(self._connections.values()):
+            connection.stop_reading()
+        tasks = list(self._connections)
+        if tasks and drain_timeout_s > 0:
+            await asyncio.wait(tasks, timeout=drain_timeout_s)
+        for task in tasks:
             task.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
 
     def statistics(self) -> NetworkStatistics:
         return NetworkStatistics(**vars(self.stats))
@@ -95,17 +125,18 @@ class KafkaServer:
             return
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        connection = _Connection(self, reader, writer)
+        self._connections[task] = connection
         self.stats.connections = len(self._connections)
         self.stats.connections_peak = max(self.stats.connections_peak, self.stats.connections)
         try:
-            await _Connection(self, reader, writer).run()
+            await connection.run()
         except asyncio.CancelledError:
             # Only close() cancels connection tasks, and it awaits them; the stream machinery that
             # started this task has no one to report to.
             pass
         finally:
-            self._connections.discard(task)
+            self._connections.pop(task, None)
             self.stats.connections = len(self._connections)
             writer.close()
             with contextlib.suppress(Exception):
@@ -126,10 +157,20 @@ class _Connection:
         self._slots = asyncio.Semaphore(limits.inflight_requests_max)
         self._pending: asyncio.Queue[asyncio.Task | None] = asyncio.Queue(limits.inflight_requests_max + 1)
         self._peer = writer.get_extra_info("peername")
+        self._reading: asyncio.Task | None = None
+        self._stopped = False
+
+    def stop_reading(self) -> None:
+        """Read no further requests; the ones already read are still answered."""
+        self._stopped = True
+        if self._reading is not None:
+            self._reading.cancel()
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
-            reading = group.create_task(self._read_requests(group))
+            reading = self._reading = group.create_task(self._read_requests(group))
+            if self._stopped:
+                reading.cancel()
             writing = group.create_task(self._write_responses())
             done, _ = await asyncio.wait({reading, writing}, return_when=asyncio.FIRST_COMPLETED)
             if writing in done:
@@ -167,6 +208,9 @@ class _Connection:
     async def _guarded(self, frame: bytes) -> object:
         try:
             return await self._server._handler.handle(frame)
+        except CloseConnection as close:
+            log.info("closing %s: %s", self._peer, close)
+            return _FAILED
         except Exception:
             log.exception("handler failed for a request from %s; closing the connection", self._peer)
             return _FAILED
@@ -179,7 +223,10 @@ class _Connection:
                 return
             if response is None:
                 continue
-            self._writer.write(_SIZE.pack(len(response)) + response)
+            if isinstance(response, list):
+                self._writer.writelines(response)
+            else:
+                self._writer.write(_SIZE.pack(len(response)) + response)
             try:
                 await self._writer.drain()
             except ConnectionError:

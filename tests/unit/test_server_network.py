@@ -139,3 +139,89 @@ def test_connection_limit_and_idle_timeout():
     refused, idle_closed, count = run(
         NetworkLimits(connections_max=1, connections_max_idle_ms=300), scenario)
     assert refused and idle_closed and count == 1
+
+
+class ChunkHandler(ScriptedHandler):
+    """Answers b"list:<payload>" with pre-framed chunks (as encode_response_chunks returns) and
+    b"close:" by asking for the connection to close."""
+
+    async def handle(self, frame: bytes):
+        from broker.server.network import CloseConnection
+
+        if frame.startswith(b"list:"):
+            payload = frame[5:]
+            return [struct.pack(">i", len(payload)), payload[:2], memoryview(payload)[2:]]
+        if frame.startswith(b"close:"):
+            raise CloseConnection("asked to")
+        return await super().handle(frame)
+
+
+def run_with(handler, limits, scenario, drain_timeout_s=0.0):
+    async def main():
+        server = KafkaServer(handler, "127.0.0.1", 0, limits)
+        await server.start()
+        try:
+            return await asyncio.wait_for(scenario(server, handler), 10)
+        finally:
+            await server.close(drain_timeout_s)
+
+    return asyncio.run(main())
+
+
+def test_chunked_responses_are_written_whole_and_in_order():
+    async def scenario(server, handler):
+        reader, writer = await connect(server)
+        writer.write(frame(b"list:abcdef") + frame(b"0:plain"))
+        got = [await read_frame(reader) for _ in range(2)]
+        writer.close()
+        return got
+
+    assert run_with(ChunkHandler(), NetworkLimits(), scenario) == [b"abcdef", b"plain"]
+
+
+def test_close_connection_answers_earlier_requests_first():
+    async def scenario(server, handler):
+        reader, writer = await connect(server)
+        writer.write(frame(b"50:before") + frame(b"close:") + frame(b"0:after"))
+        first = await read_frame(reader)
+        return first, await reader.read()
+
+    assert run_with(ChunkHandler(), NetworkLimits(), scenario) == (b"before", b"")
+
+
+def test_graceful_close_answers_requests_already_read():
+    async def main():
+        server = KafkaServer(ScriptedHandler(), "127.0.0.1", 0, NetworkLimits())
+        await server.start()
+        port = server.port
+        reader, writer = await connect(server)
+        writer.write(frame(b"300:in-flight"))
+        await asyncio.sleep(0.1)  # read by the server, still being handled
+        closing = asyncio.create_task(server.close(drain_timeout_s=5))
+        answer = await read_frame(reader)
+        rest = await reader.read()
+        await closing
+        try:
+            await asyncio.open_connection("127.0.0.1", port)
+            refused = False
+        except OSError:
+            refused = True
+        return answer, rest, refused
+
+    assert asyncio.run(asyncio.wait_for(main(), 10)) == (b"in-flight", b"", True)
+
+
+def test_start_without_serving_binds_first():
+    async def main():
+        server = KafkaServer(ScriptedHandler(), "127.0.0.1", 0, NetworkLimits())
+        await server.start(start_serving=False)
+        port = server.port
+        await server.start_serving()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(frame(b"0:up"))
+        got = await read_frame(reader)
+        writer.close()
+        await server.close()
+        return port > 0, got
+
+    assert asyncio.run(main()) == (True, b"up")

@@ -1,0 +1,308 @@
+"""Broker configuration: Kafka's ``server.properties`` names and meanings, validated at start.
+
+An invalid value stops the broker before it binds a port, with a message that names the key, the
+value and what is valid (``ConfigError``). Unknown keys are kept and reported as warnings, as
+Kafka does ("was supplied but isn't a known config"), so a Kafka config file works unchanged.
+Keys starting with ``log.`` belong to ``LogConfig`` (``broker.log``), which validates the ones it
+knows; ``message.max.bytes`` is read by both.
+
+Keys that Kafka does not have are pylog's own bounds (``purgatory.waiters.max``,
+``producer.state.entries.max``, ``shutdown.drain.timeout.ms``,
+``max.inflight.requests.per.connection``), named after the Kafka setting closest in spirit.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Callable, Mapping
+
+from broker.log import LogConfig
+
+__all__ = ["ConfigError", "BrokerConfig", "Listener", "parse_properties", "parse_overrides",
+           "load_properties"]
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or invalid; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Listener:
+    """``NAME://HOST:PORT``. ``host`` is bare (an IPv6 address without brackets); port 0 in
+    ``listeners`` means "any free port" and is resolved when the broker binds."""
+
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+_INT32_MAX = (1 << 31) - 1
+_INT64_MAX = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    broker_id: int
+    listeners: tuple[Listener, ...]
+    advertised_listeners: tuple[Listener, ...]
+    log_dirs: tuple[Path, ...]
+    zookeeper_connect: str
+    zookeeper_session_timeout_ms: int = 18_000
+    zookeeper_connection_timeout_ms: int = 18_000
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    auto_create_topics_enable: bool = False
+    delete_topic_enable: bool = True
+    socket_request_max_bytes: int = 104_857_600
+    max_connections: int = 1000
+    max_inflight_requests_per_connection: int = 16
+    connections_max_idle_ms: int = 600_000
+    message_max_bytes: int = 1_048_588
+    fetch_max_bytes: int = 57_671_680
+    log_retention_check_interval_ms: int = 300_000
+    log_flush_scheduler_interval_ms: int = 1_000
+    log_flush_offset_checkpoint_interval_ms: int = 60_000
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
+    producer_state_entries_max: int = 100_000
+    purgatory_waiters_max: int = 10_000
+    shutdown_drain_timeout_ms: int = 5_000
+    log: LogConfig = field(default_factory=LogConfig)
+    unknown_keys: tuple[str, ...] = ()
+    properties: Mapping[str, str] = field(default_factory=dict)  # as given, for DescribeConfigs
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> "BrokerConfig":
+        p = _Reader(props)
+        listeners = p.get("listeners", _listeners, (Listener("PLAINTEXT", "127.0.0.1", 9092),))
+        advertised = p.get("advertised.listeners", _advertised, None)
+        log_dirs = p.get("log.dirs", _paths, None) or p.get("log.dir", _paths, (Path("/tmp/kafka-logs"),))
+        session_ms = p.get("zookeeper.session.timeout.ms", _positive_int, 18_000)
+        config = cls(
+            broker_id=p.get("broker.id", _broker_id, None, required=True),
+            listeners=listeners,
+            advertised_listeners=advertised or _advertise(listeners),
+            log_dirs=log_dirs,
+            zookeeper_connect=p.get("zookeeper.connect", _zk_connect, None, required=True),
+            zookeeper_session_timeout_ms=session_ms,
+            zookeeper_connection_timeout_ms=p.get("zookeeper.connection.timeout.ms", _positive_int, session_ms),
+            num_partitions=p.get("num.partitions", _positive_int, 1),
+            default_replication_factor=p.get("default.replication.factor", _int16_positive, 1),
+            min_insync_replicas=p.get("min.insync.replicas", _positive_int, 1),
+            auto_create_topics_enable=p.get("auto.create.topics.enable", _bool, False),
+            delete_topic_enable=p.get("delete.topic.enable", _bool, True),
+            socket_request_max_bytes=p.get("socket.request.max.bytes", _positive_int, 104_857_600),
+            max_connections=p.get("max.connections", _positive_int, 1000),
+            max_inflight_requests_per_connection=p.get("max.inflight.requests.per.connection", _positive_int, 16),
+            connections_max_idle_ms=p.get("connections.max.idle.ms", _positive_int, 600_000),
+            message_max_bytes=p.get("message.max.bytes", _positive_int, 1_048_588),
+            fetch_max_bytes=p.get("fetch.max.bytes", _positive_int, 57_671_680),
+            log_retention_check_interval_ms=p.get("log.retention.check.interval.ms", _positive_long, 300_000),
+            log_flush_scheduler_interval_ms=p.get("log.flush.scheduler.interval.ms", _positive_long, 1_000),
+            log_flush_offset_checkpoint_interval_ms=p.get(
+                "log.flush.offset.checkpoint.interval.ms", _positive_int, 60_000),
+            producer_id_expiration_ms=p.get("producer.id.expiration.ms", _positive_int, 86_400_000),
+            producer_id_expiration_check_interval_ms=p.get(
+                "producer.id.expiration.check.interval.ms", _positive_int, 600_000),
+            producer_state_entries_max=p.get("producer.state.entries.max", _positive_int, 100_000),
+            purgatory_waiters_max=p.get("purgatory.waiters.max", _non_negative_int, 10_000),
+            shutdown_drain_timeout_ms=p.get("shutdown.drain.timeout.ms", _non_negative_int, 5_000),
+            log=_log_config(props),
+            properties=MappingProxyType(dict(props)),
+        )
+        _check_listeners(config)
+        return replace(config, unknown_keys=_unknown(props, p.known))
+
+
+def _unknown(props: Mapping[str, str], known: set[str]) -> tuple[str, ...]:
+    return tuple(sorted(k for k in props if k not in known and not k.startswith("log.")))
+
+
+def _log_config(props: Mapping[str, str]) -> LogConfig:
+    try:
+        return LogConfig.from_properties(props)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _check_listeners(config: BrokerConfig) -> None:
+    names = [listener.name for listener in config.listeners]
+    if len(set(names)) != len(names):
+        raise ConfigError("listeners: each listener name may appear once")
+    for listener in config.advertised_listeners:
+        if listener.name not in names:
+            raise ConfigError(f"advertised.listeners: {listener.name} is not one of listeners {names}")
+
+
+class _Reader:
+    """Reads typed values and remembers which keys were asked for (the known ones)."""
+
+    def __init__(self, props: Mapping[str, str]):
+        self.props = props
+        self.known: set[str] = {"message.max.bytes"}
+
+    def get(self, key: str, parse: Callable[[str, str], object], default, required: bool = False):
+        self.known.add(key)
+        raw = self.props.get(key)
+        if raw is None or str(raw).strip() == "":
+            if required:
+                raise ConfigError(f"{key} is required")
+            return default
+        return parse(key, str(raw).strip())
+
+
+def _integer(key: str, raw: str, low: int, high: int) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{key}={raw!r} is not an integer") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{key}={raw!r} must be in [{low}, {high}]")
+    return value
+
+
+def _non_negative_int(key: str, raw: str) -> int:
+    return _integer(key, raw, 0, _INT32_MAX)
+
+
+def _positive_int(key: str, raw: str) -> int:
+    return _integer(key, raw, 1, _INT32_MAX)
+
+
+def _positive_long(key: str, raw: str) -> int:
+    return _integer(key, raw, 1, _INT64_MAX)
+
+
+def _int16_positive(key: str, raw: str) -> int:
+    return _integer(key, raw, 1, 32767)  # replication factors are int16 on the wire
+
+
+def _broker_id(key: str, raw: str) -> int:
+    return _integer(key, raw, 0, _INT32_MAX)
+
+
+def _bool(key: str, raw: str) -> bool:
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    raise ConfigError(f"{key}={raw!r} must be true or false")
+
+
+_LISTENER = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)://(\[[0-9a-fA-F:.]+\]|[^:/\[\]\s]*):(\d{1,5})$")
+
+
+def _listeners(key: str, raw: str) -> tuple[Listener, ...]:
+    out = []
+    for item in (part.strip() for part in raw.split(",") if part.strip()):
+        match = _LISTENER.match(item)
+        if not match:
+            raise ConfigError(f"{key}: {item!r} is not NAME://HOST:PORT (e.g. PLAINTEXT://127.0.0.1:9092)")
+        name, host, port = match.group(1).upper(), match.group(2).strip("[]"), int(match.group(3))
+        if name != "PLAINTEXT":
+            raise ConfigError(f"{key}: listener {name} is not supported; pylog serves PLAINTEXT only")
+        if port > 65535:
+            raise ConfigError(f"{key}: port {port} is outside 0-65535")
+        out.append(Listener(name, host, port))
+    if not out:
+        raise ConfigError(f"{key} is empty")
+    return tuple(out)
+
+
+def _advertised(key: str, raw: str) -> tuple[Listener, ...]:
+    """Clients connect to these: a wildcard host or port 0 can never be reached (Kafka refuses
+    the non-routable 0.0.0.0 too)."""
+    listeners = _listeners(key, raw)
+    for listener in listeners:
+        if listener.host in ("", "0.0.0.0", "::"):
+            raise ConfigError(f"{key}: {listener} advertises a wildcard host clients cannot reach")
+        if listener.port == 0:
+            raise ConfigError(f"{key}: {listener} advertises port 0")
+    return listeners
+
+
+def _advertise(listeners: tuple[Listener, ...]) -> tuple[Listener, ...]:
+    """Without ``advertised.listeners`` Kafka advertises ``listeners``, a wildcard host replaced
+    by this machine's name. Port 0 stays 0 here; the broker fills in the bound port."""
+    return tuple(
+        replace(l, host=socket.getfqdn()) if l.host in ("", "0.0.0.0", "::") else l for l in listeners
+    )
+
+
+def _paths(key: str, raw: str) -> tuple[Path, ...]:
+    paths = tuple(Path(p.strip()) for p in raw.split(",") if p.strip())
+    if not paths:
+        raise ConfigError(f"{key} is empty")
+    return paths
+
+
+_CHROOT = re.compile(r"^(/[^/\s]+)+$")
+
+
+def _zk_connect(key: str, raw: str) -> str:
+    hosts, slash, chroot = raw.partition("/")
+    for host in hosts.split(","):
+        match = re.match(r"^[^:\s]+:(\d{1,5})$", host.strip())
+        if not match or int(match.group(1)) > 65535:
+            raise ConfigError(f"{key}: {host!r} is not HOST:PORT (e.g. 127.0.0.1:2181)")
+    if slash and not _CHROOT.match("/" + chroot):
+        raise ConfigError(f"{key}: chroot {'/' + chroot!r} must be /name[/name...] (no trailing /)")
+    return raw
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``.properties``: ``key=value`` or ``key: value``, ``#``/``!`` comments, ``\\`` continuations."""
+    props: dict[str, str] = {}
+    logical = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not logical and (not stripped or stripped[0] in "#!"):
+            continue
+        if _continues(stripped):
+            logical += stripped[:-1]
+            continue
+        logical += stripped
+        key, value = _split_property(logical)
+        props[key] = value
+        logical = ""
+    if logical:
+        key, value = _split_property(logical)
+        props[key] = value
+    return props
+
+
+def _continues(line: str) -> bool:
+    """An odd number of trailing backslashes continues the line (an even number is escaped)."""
+    trailing = len(line) - len(line.rstrip("\\"))
+    return trailing % 2 == 1
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+    if not match:
+        return line, ""
+    return match.group(1), match.group(2).strip()
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    """``--set key=value`` arguments; a missing ``=`` is a ConfigError naming the item."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def load_properties(path: Path, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    props = parse_properties(Path(path).read_text())
+    props.update(overrides or {})
+    return props

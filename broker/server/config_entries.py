@@ -1,0 +1,203 @@
+"""Topic and broker configs as CreateTopics checks them and DescribeConfigs shows them.
+
+Topic configs pylog knows are the ``LogConfig`` ones (validated by ``LogConfig.with_overrides``,
+so a bad value's message names the key) plus a few it stores but only partly acts on. A name it
+does not know, or a value it would silently ignore (``cleanup.policy=compact`` before compaction
+exists, a broker-side ``compression.type``), is refused with INVALID_CONFIG (40) and a message
+rather than accepted and ignored: the topic would not behave as its creator asked.
+
+Each entry carries Kafka's ``ConfigSource`` (KIP-226) and ``ConfigType`` (KIP-569) numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from broker.log import LogConfig
+from broker.server.config import BrokerConfig
+
+__all__ = [
+    "ConfigEntry",
+    "TOPIC_CONFIG_NAMES",
+    "validate_topic_configs",
+    "describe_topic_configs",
+    "describe_broker_configs",
+    "SOURCE_DYNAMIC_TOPIC", "SOURCE_STATIC_BROKER", "SOURCE_DEFAULT",
+]
+
+# DescribeConfigsResponse.ConfigSource
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+# ConfigDef.Type as sent in DescribeConfigs v3+ (KIP-569)
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_LIST = 1, 2, 3, 4, 5, 7
+
+_LONG_MAX = str((1 << 63) - 1)
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: int
+    config_type: int
+    synonym: tuple[str, str | None, int] | None = None  # (name, value, source) one level down
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == SOURCE_DEFAULT
+
+
+@dataclass(frozen=True)
+class _TopicConfig:
+    name: str
+    broker_key: str
+    config_type: int
+    default: Callable[[BrokerConfig], str]
+    check: Callable[[str], str | None]  # error message, or None when the value is acceptable
+
+
+def _log_value(field: str) -> Callable[[BrokerConfig], str]:
+    def value(config: BrokerConfig) -> str:
+        raw = getattr(config.log, field)
+        return _LONG_MAX if raw is None else str(raw)
+    return value
+
+
+def _via_log_config(name: str) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        try:
+            LogConfig().with_overrides({name: value})
+        except ValueError as exc:
+            return str(exc)
+        return None
+    return check
+
+
+def _one_of(name: str, allowed: tuple[str, ...]) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        if value in allowed:
+            return None
+        return f"{name}={value!r} is not supported by pylog (supported: {', '.join(allowed)})"
+    return check
+
+
+def _positive(name: str) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        try:
+            if 1 <= int(value) < 1 << 31:
+                return None
+        except ValueError:
+            pass
+        return f"invalid value {value!r} for {name}: must be an integer in [1, 2147483647]"
+    return check
+
+
+_LOG_TOPIC_CONFIGS = (
+    ("segment.bytes", "log.segment.bytes", TYPE_INT, "segment_bytes"),
+    ("segment.ms", "log.roll.ms", TYPE_LONG, "segment_ms"),
+    ("retention.ms", "log.retention.ms", TYPE_LONG, "retention_ms"),
+    ("retention.bytes", "log.retention.bytes", TYPE_LONG, "retention_bytes"),
+    ("index.interval.bytes", "log.index.interval.bytes", TYPE_INT, "index_interval_bytes"),
+    ("segment.index.bytes", "log.index.size.max.bytes", TYPE_INT, "segment_index_bytes"),
+    ("flush.messages", "log.flush.interval.messages", TYPE_LONG, "flush_messages"),
+    ("flush.ms", "log.flush.interval.ms", TYPE_LONG, "flush_ms"),
+    ("max.message.bytes", "message.max.bytes", TYPE_INT, "message_max_bytes"),
+)
+
+_TOPIC_CONFIGS: dict[str, _TopicConfig] = {
+    name: _TopicConfig(name, broker_key, config_type, _log_value(field), _via_log_config(name))
+    for name, broker_key, config_type, field in _LOG_TOPIC_CONFIGS
+}
+_TOPIC_CONFIGS.update({
+    "min.insync.replicas": _TopicConfig(
+        "min.insync.replicas", "min.insync.replicas", TYPE_INT,
+        lambda c: str(c.min_insync_replicas), _positive("min.insync.replicas")),
+    "cleanup.policy": _TopicConfig(
+        "cleanup.policy", "log.cleanup.policy", TYPE_LIST,
+        lambda c: "delete", _one_of("cleanup.policy", ("delete",))),
+    "compression.type": _TopicConfig(
+        "compression.type", "compression.type", TYPE_STRING,
+        lambda c: "producer", _one_of("compression.type", ("producer",))),
+    "message.timestamp.type": _TopicConfig(
+        "message.timestamp.type", "log.message.timestamp.type", TYPE_STRING,
+        lambda c: "CreateTime", _one_of("message.timestamp.type", ("CreateTime",))),
+})
+
+TOPIC_CONFIG_NAMES = tuple(sorted(_TOPIC_CONFIGS))
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> str | None:
+    """The first problem with a new topic's configs, as INVALID_CONFIG's message; None if fine."""
+    for name, value in configs.items():
+        known = _TOPIC_CONFIGS.get(name)
+        if known is None:
+            return f"Unknown topic config name: {name}"
+        if value is None:
+            return f"Null value not supported for topic configs: {name}"
+        problem = known.check(value)
+        if problem is not None:
+            return problem
+    return None
+
+
+def describe_topic_configs(overrides: Mapping[str, str], broker: BrokerConfig) -> list[ConfigEntry]:
+    """Every topic config: the topic's override, else the broker's value, else the default."""
+    entries = []
+    for name in TOPIC_CONFIG_NAMES:
+        known = _TOPIC_CONFIGS[name]
+        broker_value = known.default(broker)
+        broker_source = SOURCE_STATIC_BROKER if known.broker_key in broker.properties else SOURCE_DEFAULT
+        synonym = (known.broker_key, broker_value, broker_source)
+        if name in overrides:
+            entries.append(ConfigEntry(name, overrides[name], SOURCE_DYNAMIC_TOPIC, known.config_type, synonym))
+        else:
+            entries.append(ConfigEntry(name, broker_value, broker_source, known.config_type, synonym))
+    return entries
+
+
+def describe_broker_configs(broker: BrokerConfig) -> list[ConfigEntry]:
+    """The broker's effective configuration under Kafka's names."""
+    log = broker.log
+    values: list[tuple[str, object, int]] = [
+        ("broker.id", broker.broker_id, TYPE_INT),
+        ("listeners", ",".join(map(str, broker.listeners)), TYPE_STRING),
+        ("advertised.listeners", ",".join(map(str, broker.advertised_listeners)), TYPE_STRING),
+        ("log.dirs", ",".join(map(str, broker.log_dirs)), TYPE_STRING),
+        ("zookeeper.connect", broker.zookeeper_connect, TYPE_STRING),
+        ("zookeeper.session.timeout.ms", broker.zookeeper_session_timeout_ms, TYPE_INT),
+        ("zookeeper.connection.timeout.ms", broker.zookeeper_connection_timeout_ms, TYPE_INT),
+        ("num.partitions", broker.num_partitions, TYPE_INT),
+        ("default.replication.factor", broker.default_replication_factor, TYPE_INT),
+        ("min.insync.replicas", broker.min_insync_replicas, TYPE_INT),
+        ("auto.create.topics.enable", str(broker.auto_create_topics_enable).lower(), TYPE_BOOLEAN),
+        ("delete.topic.enable", str(broker.delete_topic_enable).lower(), TYPE_BOOLEAN),
+        ("socket.request.max.bytes", broker.socket_request_max_bytes, TYPE_INT),
+        ("max.connections", broker.max_connections, TYPE_INT),
+        ("max.inflight.requests.per.connection", broker.max_inflight_requests_per_connection, TYPE_INT),
+        ("connections.max.idle.ms", broker.connections_max_idle_ms, TYPE_LONG),
+        ("message.max.bytes", broker.message_max_bytes, TYPE_INT),
+        ("fetch.max.bytes", broker.fetch_max_bytes, TYPE_INT),
+        ("log.retention.check.interval.ms", broker.log_retention_check_interval_ms, TYPE_LONG),
+        ("log.flush.scheduler.interval.ms", broker.log_flush_scheduler_interval_ms, TYPE_LONG),
+        ("log.flush.offset.checkpoint.interval.ms", broker.log_flush_offset_checkpoint_interval_ms, TYPE_INT),
+        ("producer.id.expiration.ms", broker.producer_id_expiration_ms, TYPE_INT),
+        ("producer.id.expiration.check.interval.ms", broker.producer_id_expiration_check_interval_ms, TYPE_INT),
+        ("producer.state.entries.max", broker.producer_state_entries_max, TYPE_INT),
+        ("purgatory.waiters.max", broker.purgatory_waiters_max, TYPE_INT),
+        ("shutdown.drain.timeout.ms", broker.shutdown_drain_timeout_ms, TYPE_INT),
+        ("log.segment.bytes", log.segment_bytes, TYPE_INT),
+        ("log.roll.ms", log.segment_ms, TYPE_LONG),
+        ("log.retention.ms", log.retention_ms, TYPE_LONG),
+        ("log.retention.bytes", log.retention_bytes, TYPE_LONG),
+        ("log.index.interval.bytes", log.index_interval_bytes, TYPE_INT),
+        ("log.index.size.max.bytes", log.segment_index_bytes, TYPE_INT),
+        ("log.flush.interval.messages", log.flush_messages, TYPE_LONG),
+        ("log.flush.interval.ms", _LONG_MAX if log.flush_ms is None else log.flush_ms, TYPE_LONG),
+    ]
+    return [
+        ConfigEntry(name, str(value),
+                    SOURCE_STATIC_BROKER if name in broker.properties else SOURCE_DEFAULT, config_type)
+        for name, value, config_type in values
+    ]

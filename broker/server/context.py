@@ -1,0 +1,51 @@
+"""What request handlers may use: the broker's services, passed as one object.
+
+Handlers get a ``BrokerContext`` and the decoded request, and return the response (or None for
+no response). Tests build a context from a ``LogManager`` in a temporary directory, a hand-made
+``ClusterSnapshot`` and fakes for the controller and the producer-id source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol, Mapping, Sequence
+
+from broker.replica.manager import ReplicaManager
+from broker.server.config import BrokerConfig
+from broker.server.metadata import MetadataCache
+
+__all__ = ["BrokerContext", "ControllerApi", "ProducerIdSource"]
+
+
+class ControllerApi(Protocol):
+    """What CreateTopics, DeleteTopics and Metadata auto-creation need of the controller."""
+
+    active: bool
+
+    @property
+    def rng(self): ...
+
+    async def create_topic(self, name: str, assignment: Mapping[int, Sequence[int]],
+                           config: Mapping[str, str]) -> tuple[int, str | None]: ...
+
+    async def delete_topic(self, name: str) -> tuple[int, str | None]: ...
+
+
+class ProducerIdSource(Protocol):
+    async def next_id(self) -> int: ...
+
+
+@dataclass
+class BrokerContext:
+    config: BrokerConfig
+    metadata: MetadataCache
+    replicas: ReplicaManager
+    controller: ControllerApi
+    producer_ids: ProducerIdSource
+    now_ms: Callable[[], int]
+    listener_name: str = "PLAINTEXT"
+    stopping: bool = False  # set at shutdown: long polls answer at once
+
+    @property
+    def broker_id(self) -> int:
+        return self.config.broker_id

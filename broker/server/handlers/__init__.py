@@ -1,0 +1,36 @@
+"""One module per Kafka API. Each has ``API_KEY``, ``async handle(ctx, header, request)``
+returning the response object (or None for no response), and ``error_response(header, request,
+error_code)`` building the response that reports ``error_code`` everywhere (the dispatcher uses
+it for versions the codec parses but the broker does not serve)."""
+
+from __future__ import annotations
+
+from types import MappingProxyType, ModuleType
+
+from broker.server.handlers import (
+    api_versions,
+    create_topics,
+    delete_topics,
+    describe_configs,
+    fetch,
+    find_coordinator,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    offset_for_leader_epoch,
+    produce,
+)
+from broker.wire import SUPPORTED_API_VERSIONS
+
+__all__ = ["HANDLERS"]
+
+_MODULES: tuple[ModuleType, ...] = (
+    api_versions, create_topics, delete_topics, describe_configs, fetch, find_coordinator,
+    init_producer_id, list_offsets, metadata, offset_for_leader_epoch, produce,
+)
+
+HANDLERS: MappingProxyType[int, ModuleType] = MappingProxyType(
+    {int(module.API_KEY): module for module in _MODULES}
+)
+
+assert set(HANDLERS) == {int(key) for key in SUPPORTED_API_VERSIONS}, "a served API has no handler"

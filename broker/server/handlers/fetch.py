@@ -1,0 +1,119 @@
+"""Fetch (key 1), v4-12: whole record batches, long-polled, never decoded.
+
+Limits (Kafka ``ReplicaManager.readFromLocalLog``): the response holds at most
+``min(max_bytes, fetch.max.bytes)``; each partition at most ``partition_max_bytes`` and what is
+left of the response. The first partition that has data returns at least one whole batch even
+when it is bigger than both (KIP-74 "min one batch"), so a consumer never stalls on a large
+batch; later partitions return only whole batches that fit.
+
+Visibility: read_uncommitted reads up to the high watermark; read_committed up to the last
+stable offset (equal to the high watermark while there are no transactions) with an EMPTY
+``aborted_transactions`` list (null for read_uncommitted, reference section 3). Followers
+(``replica_id >= 0``) read up to the log end and report their fetch offset (the replication
+issue builds on it).
+
+Long poll: with less than ``min_bytes`` available and ``max_wait_ms`` > 0 the request waits in
+the purgatory, woken whenever the high watermark of one of its partitions moves; it re-reads
+after each wake-up and answers when ``min_bytes`` is reached, a partition errs, or the time is
+up. Fetch sessions (KIP-227) are declined: ``session_id`` 0 in every answer, so clients send
+full requests (reference pitfall 8.18); a request for an existing session (id != 0) gets
+FETCH_SESSION_ID_NOT_FOUND (70) and the client falls back to a full request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.replica.partition import ISOLATION_READ_COMMITTED, ReadResult
+from broker.server.context import BrokerContext
+from broker.server.handlers.common import local_leader
+from broker.wire import ApiKey, ErrorCode, FetchResponse
+
+__all__ = ["API_KEY", "handle", "error_response"]
+
+API_KEY = ApiKey.FETCH
+_Topic = FetchResponse.FetchableTopicResponse
+_Partition = FetchResponse.PartitionData
+
+
+async def handle(ctx: BrokerContext, header, request) -> FetchResponse:
+    if request.session_id != 0:
+        return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
+    reads = _read_all(ctx, request)
+    keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, request.max_wait_ms) / 1000
+    while not _satisfied(ctx, request, reads):
+        waiter = ctx.replicas.purgatory.watch(keys)
+        if waiter is None:
+            break
+        with waiter:
+            woken = await waiter.wait(deadline - loop.time())
+        reads = _read_all(ctx, request)
+        if not woken:
+            break
+    return _response(request, reads)
+
+
+def _satisfied(ctx: BrokerContext, request, reads: list[ReadResult]) -> bool:
+    """Kafka's ``ReplicaManager.fetchMessages``: answer now when not asked to wait, when there
+    is nothing to wait for, on any error, or with ``min_bytes`` in hand."""
+    if ctx.stopping or request.max_wait_ms <= 0 or not reads:
+        return True
+    if any(r.error_code != ErrorCode.NONE for r in reads):
+        return True
+    return sum(len(r.records) for r in reads) >= request.min_bytes
+
+
+def _read_all(ctx: BrokerContext, request) -> list[ReadResult]:
+    """One read per requested partition, in request order, within the byte limits."""
+    remaining = min(request.max_bytes, ctx.config.fetch_max_bytes)
+    min_one_batch = True
+    reads = []
+    for topic in request.topics:
+        for fetch in topic.partitions:
+            read = _read_partition(ctx, request, topic.topic, fetch,
+                                   min(fetch.partition_max_bytes, remaining), min_one_batch)
+            if read.records:
+                min_one_batch = False
+                remaining = max(0, remaining - len(read.records))
+            reads.append(read)
+    return reads
+
+
+def _read_partition(ctx: BrokerContext, request, topic: str, fetch, max_bytes: int,
+                    min_one_batch: bool) -> ReadResult:
+    partition, error = local_leader(ctx, topic, fetch.partition)
+    if partition is None:
+        return ReadResult(error)
+    epoch_error = partition.leader_epoch_error(fetch.current_leader_epoch)
+    if epoch_error != ErrorCode.NONE:
+        return ReadResult(epoch_error)
+    if request.replica_id >= 0:
+        partition.record_follower_fetch(request.replica_id, fetch.fetch_offset)
+    return partition.read(fetch.fetch_offset, max(0, max_bytes), request.isolation_level,
+                          min_one_batch, request.replica_id)
+
+
+def _response(request, reads: list[ReadResult]) -> FetchResponse:
+    committed = request.isolation_level == ISOLATION_READ_COMMITTED
+    position = iter(reads)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for fetch in topic.partitions:
+            read = next(position)
+            partitions.append(_Partition(
+                partition_index=fetch.partition, error_code=read.error_code,
+                high_watermark=read.high_watermark, last_stable_offset=read.last_stable_offset,
+                log_start_offset=read.log_start_offset,
+                aborted_transactions=[] if committed and read.error_code == ErrorCode.NONE else None,
+                records=read.records,
+            ))
+        topics.append(_Topic(topic=topic.topic, partitions=partitions))
+    return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=topics)
+
+
+def error_response(header, request, error_code: int) -> FetchResponse:
+    return _response(request, [ReadResult(error_code)
+                               for t in request.topics for _ in t.partitions])

@@ -1,0 +1,76 @@
+"""ListOffsets (key 2), v1-7: the offset for a timestamp, or for one of the special ones.
+
+- -1 latest: the last stable offset for read_committed (isolation 1), else the high watermark
+  (reference 1.4: "latest" must be the LSO for read_committed readers).
+- -2 earliest: the log start offset.
+- -3 max timestamp (v7, KIP-734): the first record carrying the largest timestamp.
+- a timestamp >= 0: the first record at or after it (``Log.offset_for_timestamp``).
+Lookups only answer offsets a consumer of that isolation level may fetch (below the HW or the
+LSO), as Kafka's ``Partition.fetchOffsetForTimestamp`` does; none found is offset -1 with
+timestamp -1 and no error. v4+ carries the leader epoch: the request's current epoch is fenced
+(FENCED_LEADER_EPOCH 74 / UNKNOWN_LEADER_EPOCH 75), the answer names the epoch of the offset.
+"""
+
+from __future__ import annotations
+
+from broker.log import LogError
+from broker.replica.partition import ISOLATION_READ_COMMITTED, Partition
+from broker.server.context import BrokerContext
+from broker.server.handlers.common import local_leader
+from broker.wire import ApiKey, ErrorCode, ListOffsetsResponse
+
+__all__ = ["API_KEY", "handle", "error_response"]
+
+API_KEY = ApiKey.LIST_OFFSETS
+_Topic = ListOffsetsResponse.ListOffsetsTopicResponse
+_Partition = ListOffsetsResponse.ListOffsetsPartitionResponse
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+async def handle(ctx: BrokerContext, header, request) -> ListOffsetsResponse:
+    topics = []
+    for topic in request.topics:
+        partitions = [_partition(ctx, request, topic.name, p) for p in topic.partitions]
+        topics.append(_Topic(name=topic.name, partitions=partitions))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _partition(ctx: BrokerContext, request, topic: str, wanted):
+    partition, error = local_leader(ctx, topic, wanted.partition_index)
+    if partition is None:
+        return _Partition(partition_index=wanted.partition_index, error_code=error)
+    error = partition.leader_epoch_error(wanted.current_leader_epoch)
+    if error != ErrorCode.NONE:
+        return _Partition(partition_index=wanted.partition_index, error_code=error)
+    try:
+        offset, timestamp = _lookup(partition, wanted.timestamp, request.isolation_level)
+    except LogError as exc:
+        return _Partition(partition_index=wanted.partition_index, error_code=exc.kafka_error_code)
+    except ValueError:  # a negative timestamp that is not a special value
+        return _Partition(partition_index=wanted.partition_index, error_code=ErrorCode.INVALID_REQUEST)
+    epoch = partition.leader_epochs.epoch_for_offset(offset) if offset >= 0 else -1
+    if wanted.timestamp == LATEST:
+        epoch = partition.leader_epoch
+    return _Partition(partition_index=wanted.partition_index, error_code=ErrorCode.NONE,
+                      timestamp=timestamp, offset=offset, leader_epoch=epoch)
+
+
+def _lookup(partition: Partition, timestamp: int, isolation_level: int) -> tuple[int, int]:
+    fetchable = (partition.last_stable_offset if isolation_level == ISOLATION_READ_COMMITTED
+                 else partition.high_watermark)
+    if timestamp == LATEST:
+        return fetchable, -1
+    if timestamp == EARLIEST:
+        return partition.log.log_start_offset, -1
+    found = partition.log.offset_for_timestamp(timestamp)
+    if found is None or found[0] >= fetchable:
+        return -1, -1
+    return found
+
+
+def error_response(header, request, error_code: int) -> ListOffsetsResponse:
+    return ListOffsetsResponse(topics=[
+        _Topic(name=t.name, partitions=[_Partition(partition_index=p.partition_index,
+                                                   error_code=error_code) for p in t.partitions])
+        for t in request.topics
+    ])

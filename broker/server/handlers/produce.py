@@ -1,0 +1,132 @@
+"""Produce (key 0), v3-10 served (v0-2 are answered UNSUPPORTED_VERSION by the dispatcher).
+
+Per partition: UNKNOWN_TOPIC_OR_PARTITION (3) or NOT_LEADER_OR_FOLLOWER (6) when this broker
+does not lead it; otherwise ``Partition.append_as_leader`` validates through the header view and
+the log (the errors' ``kafka_error_code``: CORRUPT_MESSAGE 2, MESSAGE_TOO_LARGE 10,
+RECORD_LIST_TOO_LARGE 18, INVALID_RECORD 87, UNSUPPORTED_COMPRESSION_TYPE 76, KAFKA_STORAGE_ERROR
+56) and checks producer sequences before it appends. v8+ responses carry the error message and,
+for a rejected batch, a ``record_errors`` entry (KIP-467; ``batch_index`` is the failing batch,
+0 for a client's single batch: the whole batch was dropped).
+
+Request-level rules: ``acks`` must be 0, 1 or -1, else every partition gets
+INVALID_REQUIRED_ACKS (21). A non-null ``transactional_id`` gets INVALID_TXN_STATE (48) on every
+partition until the transaction coordinator exists: librdkafka treats 48 as a permanent error
+for those messages (a transactional producer aborts), instead of retrying forever, and
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED would wrongly claim an ACL problem. acks=0 gets no
+response at all (a failure closes the connection instead). acks=-1 waits in the purgatory
+until the high watermark passes the batch (at once while the ISR is only this broker), or
+REQUEST_TIMED_OUT (7) after ``timeout_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.replica.partition import AppendResult
+from broker.server.context import BrokerContext
+from broker.server.handlers.common import local_leader
+from broker.server.network import CloseConnection
+from broker.wire import ApiKey, ErrorCode, ProduceResponse
+
+__all__ = ["API_KEY", "handle", "error_response"]
+
+API_KEY = ApiKey.PRODUCE
+_Topic = ProduceResponse.TopicProduceResponse
+_Partition = ProduceResponse.PartitionProduceResponse
+_RecordError = ProduceResponse.BatchIndexAndErrorMessage
+_TXN_MESSAGE = "transactions are not supported by this broker yet"
+
+
+async def handle(ctx: BrokerContext, header, request) -> ProduceResponse | None:
+    if request.acks not in (0, 1, -1):
+        return error_response(header, request, ErrorCode.INVALID_REQUIRED_ACKS)
+    if request.transactional_id is not None:
+        return _every_partition(request, AppendResult(ErrorCode.INVALID_TXN_STATE,
+                                                      error_message=_TXN_MESSAGE))
+    results: dict[tuple[str, int], AppendResult] = {}
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            results[(topic.name, data.index)] = _append(ctx, topic.name, data, request.acks)
+    if request.acks == 0:
+        return _no_response(results)
+    if request.acks == -1:
+        await _wait_for_replication(ctx, results, request.timeout_ms)
+    return _response(request, results)
+
+
+def _no_response(results: dict) -> None:
+    """acks=0: no answer. A failure closes the connection (Kafka does), the only signal such a
+    client gets; it then refreshes its metadata and reconnects."""
+    failed = {key: r.error_code for key, r in results.items() if r.error_code != ErrorCode.NONE}
+    if failed:
+        raise CloseConnection(f"acks=0 produce failed: {failed}")
+    return None
+
+
+def _append(ctx: BrokerContext, topic: str, data, acks: int) -> AppendResult:
+    partition, error = local_leader(ctx, topic, data.index)
+    if partition is None:
+        return AppendResult(error)
+    return partition.append_as_leader(data.records, acks, ctx.replicas.settings.limits)
+
+
+async def _wait_for_replication(ctx: BrokerContext, results: dict, timeout_ms: int) -> None:
+    """Kafka's DelayedProduce: wait until every appended batch is below its partition's high
+    watermark. A partition that lost leadership meanwhile answers NOT_LEADER_OR_FOLLOWER."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, timeout_ms) / 1000
+    while True:
+        pending = {}
+        for key, result in results.items():
+            if result.error_code != ErrorCode.NONE or result.last_offset < 0:
+                continue
+            partition, error = local_leader(ctx, *key)
+            if partition is None:
+                results[key] = AppendResult(error)
+            elif partition.high_watermark <= result.last_offset:
+                pending[key] = partition
+        if not pending:
+            return
+        waiter = ctx.replicas.purgatory.watch(pending)
+        if waiter is None or not await _wait(waiter, deadline - loop.time()):
+            for key in pending:
+                partition = ctx.replicas.get(*key)
+                if partition is None or partition.high_watermark <= results[key].last_offset:
+                    results[key] = AppendResult(ErrorCode.REQUEST_TIMED_OUT,
+                                                error_message="timed out waiting for replication")
+            return
+
+
+async def _wait(waiter, timeout_s: float) -> bool:
+    with waiter:
+        return await waiter.wait(timeout_s)
+
+
+def _response(request, results: dict) -> ProduceResponse:
+    topics = []
+    for topic in request.topic_data:
+        partitions = [_partition(data.index, results[(topic.name, data.index)])
+                      for data in topic.partition_data]
+        topics.append(_Topic(name=topic.name, partition_responses=partitions))
+    return ProduceResponse(responses=topics, throttle_time_ms=0)
+
+
+def _partition(index: int, result: AppendResult):
+    record_errors = []
+    if result.batch_index >= 0 and result.error_code != ErrorCode.NONE:
+        record_errors = [_RecordError(batch_index=result.batch_index,
+                                      batch_index_error_message=result.error_message)]
+    return _Partition(
+        index=index, error_code=result.error_code, base_offset=result.base_offset,
+        log_append_time_ms=result.log_append_time_ms, log_start_offset=result.log_start_offset,
+        record_errors=record_errors, error_message=result.error_message,
+    )
+
+
+def _every_partition(request, result: AppendResult) -> ProduceResponse:
+    results = {(t.name, d.index): result for t in request.topic_data for d in t.partition_data}
+    return _response(request, results)
+
+
+def error_response(header, request, error_code: int) -> ProduceResponse:
+    return _every_partition(request, AppendResult(error_code))
