@@ -30,7 +30,6 @@ on first use so a broker with many segments does not read every index at startup
 from __future__ import annotations
 
 import bisect
-import os
 import struct
 from array import array
 from pathlib import Path
@@ -38,45 +37,29 @@ from pathlib import Path
 import numpy as np
 
 from broker.log.config import INT32_MAX
-from broker.log.fileio import open_rw, pread_exact, pwrite_all, sync_data
+from broker.log.index_file import PENDING_BYTES_MAX, IndexFile
 
-__all__ = ["OffsetIndex", "ENTRY_SIZE"]
+__all__ = ["OffsetIndex", "ENTRY_SIZE", "PENDING_BYTES_MAX"]
 
 _ENTRY = struct.Struct(">ii")
 ENTRY_SIZE = _ENTRY.size
-# New entries are written in batches of up to this many bytes (and at flush, truncate, load and
-# close): one small pwrite per indexed batch cost ~3% of a 1 MiB append (the page and inode
-# updates of a second file); Kafka avoids the same cost with an mmap.
-PENDING_BYTES_MAX = 4096
 
 
-class OffsetIndex:
+class OffsetIndex(IndexFile):
     """The ``.index`` file of one segment and its in-memory columns; owns one fd."""
 
+    entry_size = ENTRY_SIZE
+
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self._max_entries = max_index_bytes // ENTRY_SIZE
-        self._fd = open_rw(path)
-        self._count = 0  # entries, written or pending
-        self._written = 0  # entries in the file
-        self._pending = bytearray()  # entries not yet written, in file order
+        super().__init__(path, base_offset, max_index_bytes)
         self._last_rel = -1
         self._last_pos = -1
         self._rel: array | None = None  # loaded columns, or None until ``load``
         self._pos: array | None = None
 
     @property
-    def entries(self) -> int:
-        return self._count
-
-    @property
     def loaded(self) -> bool:
         return self._rel is not None
-
-    @property
-    def is_full(self) -> bool:
-        return self._count >= self._max_entries
 
     @property
     def last_entry(self) -> tuple[int, int] | None:
@@ -85,28 +68,22 @@ class OffsetIndex:
             return None
         return self.base_offset + self._last_rel, self._last_pos
 
-    def set_max_index_bytes(self, max_index_bytes: int) -> None:
-        self._max_entries = max_index_bytes // ENTRY_SIZE
-
     def check_quick(self, log_size: int) -> bool:
         """O(1) sanity check at open: whole entries, within the limit, last entry inside the log."""
-        size = os.fstat(self._fd).st_size
-        if size % ENTRY_SIZE or size // ENTRY_SIZE > self._max_entries:
+        size = self._check_size()
+        if size is None:
             return False
-        self._count = self._written = size // ENTRY_SIZE
-        self._pending.clear()
         self._rel = self._pos = None
         if self._count == 0:
             return True
-        rel, pos = _ENTRY.unpack(pread_exact(self._fd, ENTRY_SIZE, size - ENTRY_SIZE))
+        rel, pos = _ENTRY.unpack(self._read_last_entry(size))
         self._last_rel, self._last_pos = rel, pos
         return rel >= 0 and 0 <= pos < log_size
 
     def load(self) -> bool:
         """Read every entry and check they strictly increase; False means rebuild the index."""
-        self.write_pending()
-        raw = pread_exact(self._fd, self._count * ENTRY_SIZE, 0)
-        if len(raw) != self._count * ENTRY_SIZE:
+        raw = self._read_all()
+        if raw is None:
             return False
         # numpy checks 1.3M entries (a full 10 MiB index) in ~16 ms; a Python loop takes ~170 ms.
         columns = np.frombuffer(raw, dtype=">i4").reshape(-1, 2)
@@ -121,9 +98,7 @@ class OffsetIndex:
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
-        os.ftruncate(self._fd, 0)
-        self._count = self._written = 0
-        self._pending.clear()
+        self._clear_file()
         self._last_rel = self._last_pos = -1
         self._rel, self._pos = array("i"), array("i")
 
@@ -134,10 +109,7 @@ class OffsetIndex:
         assert rel > self._last_rel and position > self._last_pos, "index entries must increase"
         if self.is_full:
             return False
-        self._pending += _ENTRY.pack(rel, position)
-        self._count += 1
-        if len(self._pending) >= PENDING_BYTES_MAX:
-            self.write_pending()
+        self._add_entry(_ENTRY.pack(rel, position))
         self._last_rel, self._last_pos = rel, position
         if self._rel is not None:
             self._rel.append(rel)
@@ -172,40 +144,11 @@ class OffsetIndex:
         keep = bisect.bisect_left(self._rel, offset - self.base_offset)
         if keep == self._count:
             return
-        self.write_pending()
-        os.ftruncate(self._fd, keep * ENTRY_SIZE)
+        self._keep_entries(keep)
         del self._rel[keep:]
         del self._pos[keep:]
-        self._count = self._written = keep
         self._last_rel = self._rel[-1] if keep else -1
         self._last_pos = self._pos[-1] if keep else -1
-
-    def write_pending(self) -> None:
-        """Write the entries held in memory to the file (no fsync)."""
-        if self._pending:
-            pwrite_all(self._fd, self._pending, self._written * ENTRY_SIZE)
-            self._written = self._count
-            self._pending.clear()
-
-    def flush(self) -> None:
-        self.write_pending()
-        sync_data(self._fd)
-
-    def close(self) -> None:
-        """Write pending entries (as the OS would have) and close the fd."""
-        fd = self._fd
-        try:
-            if fd >= 0:
-                self.write_pending()
-        finally:
-            self._fd = -1
-            if fd >= 0:
-                os.close(fd)
-
-    def delete(self) -> None:
-        self._pending.clear()
-        self.close()
-        self.path.unlink(missing_ok=True)
 
 
 _NATIVE = {"i": "=i4", "q": "=i8"}

@@ -25,7 +25,6 @@ it; the segment then rebuilds the index from the log.
 from __future__ import annotations
 
 import bisect
-import os
 import struct
 from array import array
 from pathlib import Path
@@ -33,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from broker.log.config import INT32_MAX
-from broker.log.fileio import open_rw, pread_exact, pwrite_all, sync_data
-from broker.log.offset_index import PENDING_BYTES_MAX, to_array
+from broker.log.index_file import IndexFile
+from broker.log.offset_index import to_array
 
 __all__ = ["TimeIndex", "TIME_ENTRY_SIZE", "NO_TIMESTAMP"]
 
@@ -44,62 +43,43 @@ NO_TIMESTAMP = -1
 _DTYPE = np.dtype([("timestamp", ">i8"), ("rel", ">i4")])
 
 
-class TimeIndex:
+class TimeIndex(IndexFile):
     """The ``.timeindex`` file of one segment and its in-memory columns; owns one fd."""
 
+    entry_size = TIME_ENTRY_SIZE
+
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self._max_entries = max_index_bytes // TIME_ENTRY_SIZE
-        self._fd = open_rw(path)
-        self._count = 0  # entries, written or pending
-        self._written = 0  # entries in the file
-        self._pending = bytearray()  # entries not yet written, in file order
+        super().__init__(path, base_offset, max_index_bytes)
         self._last_ts = NO_TIMESTAMP
         self._last_rel = 0
         self._ts: array | None = None
         self._rel: array | None = None
 
     @property
-    def entries(self) -> int:
-        return self._count
-
-    @property
     def loaded(self) -> bool:
         return self._ts is not None
-
-    @property
-    def is_full(self) -> bool:
-        return self._count >= self._max_entries
 
     @property
     def last_entry(self) -> tuple[int, int]:
         """(timestamp, offset) of the last entry; (-1, base offset) when empty."""
         return self._last_ts, self.base_offset + self._last_rel
 
-    def set_max_index_bytes(self, max_index_bytes: int) -> None:
-        self._max_entries = max_index_bytes // TIME_ENTRY_SIZE
-
     def check_quick(self) -> bool:
         """O(1) sanity check at open: whole entries, within the limit, a sane last entry."""
-        size = os.fstat(self._fd).st_size
-        if size % TIME_ENTRY_SIZE or size // TIME_ENTRY_SIZE > self._max_entries:
+        size = self._check_size()
+        if size is None:
             return False
-        self._count = self._written = size // TIME_ENTRY_SIZE
-        self._pending.clear()
         self._ts = self._rel = None
         if self._count == 0:
             self._last_ts, self._last_rel = NO_TIMESTAMP, 0
             return True
-        raw = pread_exact(self._fd, TIME_ENTRY_SIZE, size - TIME_ENTRY_SIZE)
-        self._last_ts, self._last_rel = _ENTRY.unpack(raw)
+        self._last_ts, self._last_rel = _ENTRY.unpack(self._read_last_entry(size))
         return self._last_rel >= 0 and self._last_ts > NO_TIMESTAMP
 
     def load(self) -> bool:
         """Read every entry and check the monotonic order; False means rebuild the index."""
-        self.write_pending()
-        raw = pread_exact(self._fd, self._count * TIME_ENTRY_SIZE, 0)
-        if len(raw) != self._count * TIME_ENTRY_SIZE:
+        raw = self._read_all()
+        if raw is None:
             return False
         entries = np.frombuffer(raw, dtype=_DTYPE)
         ts, rel = entries["timestamp"], entries["rel"]
@@ -112,9 +92,7 @@ class TimeIndex:
         return True
 
     def reset(self) -> None:
-        os.ftruncate(self._fd, 0)
-        self._count = self._written = 0
-        self._pending.clear()
+        self._clear_file()
         self._last_ts, self._last_rel = NO_TIMESTAMP, 0
         self._ts, self._rel = array("q"), array("i")
 
@@ -124,10 +102,7 @@ class TimeIndex:
             return False
         rel = offset - self.base_offset
         assert 0 <= rel <= INT32_MAX and (self._count == 0 or rel >= self._last_rel)
-        self._pending += _ENTRY.pack(timestamp, rel)
-        self._count += 1
-        if len(self._pending) >= PENDING_BYTES_MAX:
-            self.write_pending()
+        self._add_entry(_ENTRY.pack(timestamp, rel))
         self._last_ts, self._last_rel = timestamp, rel
         if self._ts is not None:
             self._ts.append(timestamp)
@@ -153,37 +128,8 @@ class TimeIndex:
         keep = bisect.bisect_left(self._rel, offset - self.base_offset)
         if keep == self._count:
             return
-        self.write_pending()
-        os.ftruncate(self._fd, keep * TIME_ENTRY_SIZE)
+        self._keep_entries(keep)
         del self._ts[keep:]
         del self._rel[keep:]
-        self._count = self._written = keep
         self._last_ts = self._ts[-1] if keep else NO_TIMESTAMP
         self._last_rel = self._rel[-1] if keep else 0
-
-    def write_pending(self) -> None:
-        """Write the entries held in memory to the file (no fsync)."""
-        if self._pending:
-            pwrite_all(self._fd, self._pending, self._written * TIME_ENTRY_SIZE)
-            self._written = self._count
-            self._pending.clear()
-
-    def flush(self) -> None:
-        self.write_pending()
-        sync_data(self._fd)
-
-    def close(self) -> None:
-        """Write pending entries (as the OS would have) and close the fd."""
-        fd = self._fd
-        try:
-            if fd >= 0:
-                self.write_pending()
-        finally:
-            self._fd = -1
-            if fd >= 0:
-                os.close(fd)
-
-    def delete(self) -> None:
-        self._pending.clear()
-        self.close()
-        self.path.unlink(missing_ok=True)
