@@ -8,6 +8,8 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 # interop tests. Each is installed only when the command it provides is missing.
 APT_PACKAGES := default-jre-headless:java zookeeper:/usr/share/zookeeper/bin/zkServer.sh kcat:kcat
 PYTEST_ARGS ?=
+# The benchmarks' peer (bench/broker_ingest.py): Redis Streams, driven by redis-benchmark.
+BENCH_APT_PACKAGES := redis-server:redis-server redis-tools:redis-benchmark
 
 .PHONY: setup system-packages python-packages test test-unit demo bench clean
 
@@ -48,9 +50,8 @@ demo: setup
 	$(VENV)/bin/pylog demo
 
 bench: setup
-	$(PY) bench/log_append.py
-	$(PY) bench/log_read_recover.py
-	$(PY) bench/header_view.py
+	@$(MAKE) --no-print-directory system-packages APT_PACKAGES="$(BENCH_APT_PACKAGES)"
+	@set -e; for script in bench/[!_]*.py; do echo "== $$script"; $(PY) $$script; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -19,12 +19,21 @@ def _build_parser() -> argparse.ArgumentParser:
     dump.add_argument("segment", help="path to a <base offset>.log segment file")
     dump.add_argument("--print-records", action="store_true", help="also print every record")
 
+    from broker.tools.cluster import add_cluster_parser
     from broker.tools.produce_consume import add_consume_parser, add_produce_parser
     from broker.tools.topics import add_topics_parser
 
     add_topics_parser(sub)
     add_produce_parser(sub)
     add_consume_parser(sub)
+    add_cluster_parser(sub)
+
+    broker = sub.add_parser("broker", help="run one broker in the foreground")
+    broker_actions = broker.add_subparsers(dest="broker_command", required=True, metavar="ACTION")
+    start = broker_actions.add_parser("start", help="run a broker until SIGTERM or Ctrl-C")
+    start.add_argument("--config", required=True, help="server.properties-style file (see conf/)")
+    start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override one property; repeat for several")
 
     demo = sub.add_parser("demo", help="run the end-to-end demonstration")
     demo.add_argument("--dir", default=None, help="working directory (default: a temporary one)")
@@ -34,6 +43,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
+    if args.command == "broker":
+        return _run_broker(args)  # before basicConfig: the broker sets up its own logging
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "dump-log":
@@ -52,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
             from broker.tools.produce_consume import run_consume
 
             return run_consume(args, sys.stdout.buffer, sys.stderr)
+        if args.command == "cluster":
+            from broker.tools.cluster import run_cluster
+
+            return run_cluster(args, sys.stdout, sys.stderr)
         if args.command == "demo":
             from broker.tools.log_demo import run_demo
 
@@ -65,6 +80,20 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     raise AssertionError(f"unhandled command {args.command}")
+
+
+def _run_broker(args: argparse.Namespace) -> int:
+    """``pylog broker start``: ``python -m broker.server`` in this process (its exit codes:
+    2 for a bad config, 1 for a failed start, 0 after a clean stop)."""
+    from broker.server.__main__ import main as server_main
+
+    server_argv = ["--config", args.config]
+    for item in args.set:
+        server_argv += ["--set", item]
+    try:
+        return server_main(server_argv)
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":
