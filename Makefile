@@ -14,6 +14,9 @@ BENCH_APT_PACKAGES := redis-server:redis-server redis-tools:redis-benchmark
 .PHONY: setup system-packages python-packages test test-unit demo bench clean
 
 setup: system-packages python-packages
+	@# Compile the numba record kernels once into their on-disk cache (a cold compile takes
+	@# 5-20 s; every later process, Spark worker and broker then loads them in about a second).
+	@$(PY) -c 'import broker.records.arrow'
 
 system-packages:
 	@missing=""; \

@@ -24,6 +24,7 @@ from typing import Callable, NamedTuple
 from broker.cluster.layout import PartitionState
 from broker.log import Log, LogError, OffsetOutOfRangeError
 from broker.records import BatchHeader, BatchLimits, RecordsError, validate_batch
+from broker.records.arrow import check_batches
 from broker.replica.leader_epoch import LeaderEpochCache
 from broker.replica.producer_recovery import take_snapshot
 from broker.replica.producer_state import Duplicate, ProducerStateManager, Rejected
@@ -170,6 +171,9 @@ class Partition:
             # No transaction coordinator yet, so no partition can be in a transaction.
             return self._error(Rejected(ErrorCode.INVALID_TXN_STATE,
                                         "transactions are not supported by this broker yet"))
+        bad_records = _check_records(records, limits)
+        if bad_records is not None:
+            return self._error(bad_records)
         verdict = self.producer_state.check_append(headers)
         if not isinstance(verdict, (Rejected, Duplicate)):
             return self._append(records, headers, limits)
@@ -283,6 +287,18 @@ def _batch_headers(records: memoryview, limits: BatchLimits) -> list[BatchHeader
         position += header.size
         index += 1
     return headers
+
+
+def _check_records(records: memoryview, limits: BatchLimits) -> Rejected | None:
+    """Kafka's ``LogValidator`` step: the CRC, then every record of the batch must decode
+    (compressed sections decompress within ``decompressed_bytes_max``, no record overruns its
+    batch, no control batch from a client). The CRC only proves the bytes are the producer's;
+    without this a batch of garbage with a valid CRC would be stored and fail every consumer."""
+    try:
+        check_batches(records, limits=limits, check_crc=True)
+    except RecordsError as exc:
+        return Rejected(exc.kafka_error_code, str(exc), 0)
+    return None
 
 
 def _first_corrupt_batch(records: memoryview, limits: BatchLimits) -> _BadBatch | None:

@@ -20,8 +20,8 @@ import pytest
 from conftest import ClusterFactory
 
 from broker.client import AdminClient, Consumer, Producer
-from broker.records import Record, encode_batch
-from broker.records.header import CRC_OFFSET
+from broker.records import Compression, Record, encode_batch
+from broker.records.header import CRC_OFFSET, HEADER_SIZE, compute_crc
 from broker.wire import (
     ApiKey,
     ApiVersionsRequest,
@@ -303,6 +303,45 @@ def test_batch_with_a_zeroed_crc_field_is_corrupt_message(broker, still_serving)
     finally:
         client.close()
     still_serving("zeroed crc")
+
+
+def recrc(batch: bytearray) -> bytes:
+    struct.pack_into(">I", batch, CRC_OFFSET, compute_crc(batch, 0, len(batch)))
+    return bytes(batch)
+
+
+def test_compressed_garbage_with_a_valid_crc_is_corrupt_message(broker, still_serving):
+    """The CRC only proves the bytes are the producer's; a leader must also check they decode,
+    or one bad producer stores a batch every consumer then fails on."""
+    process, _ = broker
+    now = int(time.time() * 1000)
+    batch = bytearray(encode_batch([Record(i, now, None, b"v" * 200) for i in range(50)],
+                                   compression=Compression.LZ4))
+    batch[HEADER_SIZE + 12:HEADER_SIZE + 40] = b"\xff" * 28  # inside the lz4 frame's first block
+    client = Raw(process.port)
+    try:
+        partition = produce_error(client, produce_request(recrc(batch)))
+        assert partition.error_code == ErrorCode.CORRUPT_MESSAGE
+        assert "lz4" in (partition.error_message or "")
+        assert api_versions_ok(client)
+    finally:
+        client.close()
+    still_serving("lz4 garbage with a valid crc")
+
+
+def test_decompression_bomb_is_message_too_large(broker, still_serving):
+    process, _ = broker
+    bomb = encode_batch([Record(0, int(time.time() * 1000), None, bytes(70 << 20))],
+                        compression=Compression.LZ4)
+    assert len(bomb) < MESSAGE_MAX_BYTES  # small on the wire: only the decompressed cap stops it
+    client = Raw(process.port)
+    try:
+        partition = produce_error(client, produce_request(bomb))
+        assert partition.error_code == ErrorCode.MESSAGE_TOO_LARGE
+        assert api_versions_ok(client)
+    finally:
+        client.close()
+    still_serving("lz4 bomb")
 
 
 def test_batch_over_message_max_bytes_is_message_too_large(broker, still_serving):
