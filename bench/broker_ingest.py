@@ -216,6 +216,19 @@ def bench_pylog(args: argparse.Namespace, root: Path) -> dict[str, float]:
                    broker_cpu_cores=round(broker_cpu, 2), client_cpu_cores=round(client_cpu, 2),
                    records_per_broker_cpu_s=_per_cpu(args.records, seconds * broker_cpu),
                    target_ratio=round(rate / TARGET_RECORDS_PER_S, 3))
+        for acks, compression in RUNS:
+            topic = f"ingest-kcat-acks-{acks}-{compression}"
+            create_topic(bootstrap, topic, args.partitions)
+            cpu_before = cpu_seconds(broker_pid)
+            seconds = produce_kcat(bootstrap, topic, args.records, args.value_bytes, acks, compression,
+                                   args.linger_ms, root)
+            broker_cpu = (cpu_seconds(broker_pid) - cpu_before) / seconds
+            total = high_watermark_total(bootstrap, topic, args.partitions)
+            assert total == args.records, f"{topic}: high watermarks sum to {total}"
+            rates[f"kcat acks={acks} {compression}"] = rate = args.records / seconds
+            report("broker_ingest pylog produce (kcat)", acks=acks, compression=compression,
+                   records=args.records, seconds=round(seconds, 3), records_per_s=round(rate),
+                   broker_cpu_cores=round(broker_cpu, 2), target_ratio=round(rate / TARGET_RECORDS_PER_S, 3))
         for compression in ("none", "lz4"):
             topic = f"ingest-acks-1-{compression}"
             cpu_before = cpu_seconds(broker_pid)
@@ -228,6 +241,23 @@ def bench_pylog(args: argparse.Namespace, root: Path) -> dict[str, float]:
         if args.profile:
             profile_broker(args, bootstrap, broker_pid, values, root)
     return rates
+
+
+def produce_kcat(bootstrap: str, topic: str, records: int, value_bytes: int, acks: str, compression: str,
+                 linger_ms: int, root: Path) -> float:
+    """The same ingest from librdkafka without a Python loop in front of it: kcat (librdkafka's
+    own command-line producer) reads one record per line from stdin. This measures the broker,
+    where the confluent-kafka runs above are bound by Python's per-record ``produce()`` call."""
+    lines = root / f"records-{value_bytes}.txt"
+    if not lines.exists():
+        lines.write_bytes((b"x" * (value_bytes - 1) + b"\n") * records)
+    command = ["kcat", "-P", "-b", bootstrap, "-t", topic, "-X", f"acks={acks}",
+               "-X", f"linger.ms={linger_ms}", "-X", "batch.size=1000000",
+               "-X", f"queue.buffering.max.messages={2 * records}", "-X", f"compression.codec={compression}"]
+    with lines.open("rb") as stdin:
+        start = time.perf_counter()
+        subprocess.run(command, stdin=stdin, check=True)
+        return time.perf_counter() - start
 
 
 # ------------------------------------------------------------------- broker-only ceiling
