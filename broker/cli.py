@@ -28,6 +28,10 @@ def _build_parser() -> argparse.ArgumentParser:
     add_consume_parser(sub)
     add_cluster_parser(sub)
 
+    from broker.tools.perf import add_perf_parser
+
+    add_perf_parser(sub)
+
     broker = sub.add_parser("broker", help="run one broker in the foreground")
     broker_actions = broker.add_subparsers(dest="broker_command", required=True, metavar="ACTION")
     start = broker_actions.add_parser("start", help="run a broker until SIGTERM or Ctrl-C")
@@ -63,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
             from broker.tools.produce_consume import run_consume
 
             return run_consume(args, sys.stdout.buffer, sys.stderr)
+        if args.command == "perf":
+            from broker.tools.perf import run_perf
+
+            return run_perf(args, sys.stdout, sys.stderr)
         if args.command == "cluster":
             from broker.tools.cluster import run_cluster
 

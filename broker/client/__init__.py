@@ -1,17 +1,20 @@
-"""pylog's blocking Kafka client, used by the ``pylog`` CLI, the tests and Spark tasks.
+"""pylog's Kafka client, used by the ``pylog`` CLI, the tests and Spark tasks.
 
 It speaks only the Kafka protocol (``broker.wire``) and RecordBatch v2 (``broker.records``), so
 it works against pylog and against a real Kafka cluster alike. Standard-library sockets, no
-threads, no asyncio; every object has one owner thread.
+asyncio. ``AdminClient`` and ``Consumer`` have one owner thread and no thread of their own;
+``Producer`` is thread-safe and runs one I/O thread (see ``broker.client.sender``).
 
     from broker.client import AdminClient, Producer, Consumer
     with AdminClient("localhost:9092") as admin:
         admin.create_topics("orders", partitions=3, replication_factor=1)
     with Producer("localhost:9092") as producer:
         producer.send("orders", b"value", key=b"k")
+        producer.send_arrow("orders", arrow_table)          # key/value columns, vectorized
     with Consumer("localhost:9092", auto_offset_reset="earliest") as consumer:
         consumer.assign([("orders", 0)])
         records = consumer.poll(timeout_ms=1000)
+        table = consumer.poll_arrow(timeout_ms=1000)         # Spark's Kafka source schema
 """
 
 from broker.client.admin import AdminClient, TopicDescription
@@ -28,7 +31,7 @@ from broker.client.errors import (
 from broker.client.fetched import ConsumerRecord
 from broker.client.metadata import BrokerInfo, Cluster, PartitionMetadata, TopicMetadata, parse_bootstrap_servers
 from broker.client.partitioner import murmur2
-from broker.client.producer import Delivery, Producer
+from broker.client.producer import ArrowDeliveries, BatchDelivery, Delivery, Producer
 
 __all__ = [
     "AdminClient", "TopicDescription",
@@ -38,5 +41,5 @@ __all__ = [
     "KafkaError", "KafkaConnectionError", "KafkaTimeoutError", "KafkaProtocolError", "DeliveryFailed",
     "Cluster", "BrokerInfo", "PartitionMetadata", "TopicMetadata", "parse_bootstrap_servers",
     "murmur2",
-    "Producer", "Delivery",
+    "Producer", "Delivery", "BatchDelivery", "ArrowDeliveries",
 ]

@@ -48,7 +48,6 @@ from broker.wire import (
     decode_response,
     encode_request,
     response_correlation_id,
-    with_size_prefix,
 )
 
 __all__ = [
@@ -59,6 +58,7 @@ __all__ = [
 ]
 
 _SIZE = struct.Struct(">i")
+_GATHER_BYTES_MIN = 64 * 1024
 _INT32_MAX = 0x7FFFFFFF
 
 # The first ApiVersions version we try (librdkafka also starts at 3, reference 1.3).
@@ -154,6 +154,22 @@ class BrokerConnection:
     @property
     def in_flight_count(self) -> int:
         return len(self._inflight)
+
+    @property
+    def oldest_deadline_ms(self) -> float | None:
+        """When the oldest in-flight request times out (None: nothing in flight)."""
+        return self._inflight[0].deadline_ms if self._inflight else None
+
+    @property
+    def selectable(self) -> socket.socket | None:
+        """The current socket (None when closed), for ``selectors``. A reconnect makes a new
+        one: requests sent on an older socket are lost, whatever its file descriptor became."""
+        return self._sock
+
+    def fileno(self) -> int:
+        """The socket's descriptor, for ``selectors`` (only while connected)."""
+        assert self._sock is not None, "fileno() of a closed connection"
+        return self._sock.fileno()
 
     @property
     def broker_api_versions(self) -> MappingProxyType:
@@ -275,15 +291,13 @@ class BrokerConnection:
         )
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & _INT32_MAX
-        payload = with_size_prefix(
-            encode_request(api_key, api_version, correlation_id, self._client_id, request)
-        )
+        body = encode_request(api_key, api_version, correlation_id, self._client_id, request)
         timeout = self._config.request_timeout_ms if timeout_ms is None else timeout_ms
         deadline = self._clock.monotonic_ms() + timeout
         assert self._sock is not None
         try:
             self._sock.settimeout(max(timeout, 1) / 1000)
-            self._sock.sendall(payload)
+            self._send_frame(body)
         except socket.timeout as exc:
             self.close()
             raise KafkaTimeoutError(f"{self.address}: sending a request timed out") from exc
@@ -293,6 +307,20 @@ class BrokerConnection:
         if expect_response:
             self._inflight.append(_InFlight(correlation_id, api_key, api_version, deadline))
         return correlation_id
+
+    def _send_frame(self, body: bytes) -> None:
+        """Size prefix and body; a large body goes with ``sendmsg`` (scatter-gather) rather
+        than being copied once more behind its prefix (a 1 MiB Produce costs ~0.5 ms a copy)."""
+        prefix = _SIZE.pack(len(body))
+        if len(body) < _GATHER_BYTES_MIN:
+            self._sock.sendall(prefix + body)
+            return
+        sent = self._sock.sendmsg([prefix, body])
+        if sent < len(prefix):
+            self._sock.sendall(prefix[sent:])
+            sent = len(prefix)
+        if sent - len(prefix) < len(body):
+            self._sock.sendall(memoryview(body)[sent - len(prefix):])
 
     def _read_frame(self, head: _InFlight) -> bytearray:
         size = _SIZE.unpack(self._read_exact(4, head))[0]

@@ -1,31 +1,38 @@
-"""``Consumer``: a blocking consumer of manually assigned partitions (no group membership).
+"""``Consumer``: a consumer of manually assigned partitions (no group membership), returning
+records (``poll``) or Arrow (``poll_arrow``).
 
-Positions are per partition: the offset of the next record to return. ``poll`` returns buffered
-records first; when the buffer is empty it sends one Fetch per leader (all leaders in parallel)
-for every assigned partition with a known position, decodes the answers with
-``fetched.decode_fetched`` and buffers them. A Fetch waits on the broker up to
-``fetch_max_wait_ms`` (bounded by the poll's remaining time) for ``fetch_min_bytes``.
+Threading model: none of its own. The owner thread drives everything from ``poll``/
+``poll_arrow`` (Java's consumer model); the ``Fetcher`` keeps one Fetch per leader in flight
+and sends the next one for a partition as soon as the previous answer is in, before it is
+decoded (see ``fetcher``), so the broker reads ahead while the client decodes. Not thread-safe.
+
+Positions are per partition: the offset of the next record to return. Fetched data is kept raw
+(bounded by ``fetch_buffer_bytes_max``) until a poll takes it; ``poll`` decodes it into
+``ConsumerRecord``s (``fetched.decode_fetched``), ``poll_arrow`` into one ``pa.RecordBatch`` per
+partition chunk in Spark's Kafka schema (``broker.records.arrow.decode_batches``). What a poll
+does not return (``max_records``) stays decoded for the next poll.
 
 Per-partition errors (Java ``Fetcher``): OFFSET_OUT_OF_RANGE resets the position by
 ``auto_offset_reset`` ("earliest", "latest", or "none": raise); NOT_LEADER_OR_FOLLOWER and the
-other metadata errors refresh metadata and retry on the next round; anything else raises a
-``KafkaError`` naming the partition. A partition without a position (just assigned) gets one
-from ``auto_offset_reset`` before its first fetch.
+other metadata errors refresh metadata and the partition is fetched again from its new leader;
+anything else raises a ``KafkaError`` naming the partition. A partition without a position
+(just assigned) gets one from ``auto_offset_reset`` before its first fetch.
 
-Fetch versions 4-12 (isolation level needs 4; topic ids from 13 are not used), no fetch
-sessions (session id 0, epoch -1: every fetch is a full fetch, reference pitfall 18). The order
-of partitions in a request rotates, so one partition with a batch larger than the per-partition
-limit is first in some request and the broker returns that whole batch (KIP-74).
+read_committed (reference section 3): the broker answers data below the last stable offset and
+the aborted transactions in that range; batches of aborted transactions are dropped with
+``fetched.AbortedTransactionFilter`` (control batches are never returned; their offsets are
+consumed). Fetch versions 4-12, no fetch sessions (every fetch is a full fetch).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import deque
 from typing import Iterable
 
 from broker.client.config import SYSTEM_CLOCK, ClientConfig, Clock
-from broker.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
-from broker.client.fetched import ConsumerRecord, FetchedPartition, decode_fetched
+from broker.client.errors import KafkaError
+from broker.client.fetched import ConsumerRecord, aborted_batch_offsets, decode_fetched
+from broker.client.fetcher import CompletedFetch, Fetcher
 from broker.client.metadata import Cluster
 from broker.client.offsets import (
     EARLIEST_TIMESTAMP,
@@ -33,14 +40,26 @@ from broker.client.offsets import (
     isolation_level_code,
     list_offsets,
 )
-from broker.wire import ApiKey, ErrorCode
+from broker.client.properties import consumer_options_from_properties
+from broker.wire import ErrorCode
 
-__all__ = ["Consumer", "ConsumerRecord", "AUTO_OFFSET_RESET"]
+__all__ = ["Consumer", "ConsumerRecord", "AUTO_OFFSET_RESET", "consumer_options_from_properties"]
 
 AUTO_OFFSET_RESET = ("earliest", "latest", "none")
-_RETRY_CODES = frozenset({ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT})
 
 TopicPartition = tuple[str, int]
+
+
+class _Ready:
+    """Decoded data of one partition not yet returned: records or an Arrow batch, and where
+    the partition's position goes once all of it is taken."""
+
+    __slots__ = ("records", "arrow", "next_offset")
+
+    def __init__(self, records, arrow, next_offset: int) -> None:
+        self.records = records  # deque[ConsumerRecord] | None
+        self.arrow = arrow  # pa.RecordBatch | None
+        self.next_offset = next_offset
 
 
 class Consumer:
@@ -56,7 +75,9 @@ class Consumer:
         fetch_min_bytes: int = 1,
         fetch_max_bytes: int = 52_428_800,
         max_partition_fetch_bytes: int = 1_048_576,
+        fetch_buffer_bytes_max: int | None = None,
         check_crcs: bool = True,
+        include_headers: bool = False,
         request_timeout_ms: int | None = None,
         client_id: str | None = None,
         config: ClientConfig | None = None,
@@ -71,6 +92,10 @@ class Consumer:
                             ("max_partition_fetch_bytes", max_partition_fetch_bytes)):
             if value < 0 or (value == 0 and name != "fetch_max_wait_ms" and name != "fetch_min_bytes"):
                 raise ValueError(f"{name} must be positive, got {value}")
+        if fetch_buffer_bytes_max is None:
+            fetch_buffer_bytes_max = 2 * max(max_partition_fetch_bytes, min(fetch_max_bytes, 8 << 20))
+        if fetch_buffer_bytes_max <= 0:
+            raise ValueError(f"fetch_buffer_bytes_max must be positive, got {fetch_buffer_bytes_max}")
         config = config or ClientConfig()
         if request_timeout_ms is not None:
             config = config.with_(request_timeout_ms=request_timeout_ms)
@@ -80,23 +105,28 @@ class Consumer:
         self._config = self._cluster.config
         self._clock = self._cluster.clock
         self._auto_offset_reset = auto_offset_reset
-        self._fetch_max_wait_ms = fetch_max_wait_ms
-        self._fetch_min_bytes = fetch_min_bytes
-        self._fetch_max_bytes = fetch_max_bytes
-        self._partition_fetch_bytes = max_partition_fetch_bytes
         self._check_crcs = check_crcs
+        self._include_headers = include_headers
+        self._fetcher = Fetcher(self._cluster, isolation_level=self._isolation,
+                                fetch_max_wait_ms=fetch_max_wait_ms, fetch_min_bytes=fetch_min_bytes,
+                                fetch_max_bytes=fetch_max_bytes,
+                                partition_fetch_bytes=max_partition_fetch_bytes,
+                                fetch_buffer_bytes_max=fetch_buffer_bytes_max)
         self._assignment: list[TopicPartition] = []
         self._positions: dict[TopicPartition, int | None] = {}
-        self._buffers: dict[TopicPartition, deque[ConsumerRecord]] = {}
-        self._buffer_next: dict[TopicPartition, int] = {}
+        self._ready: dict[TopicPartition, _Ready] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._last_stable_offsets: dict[TopicPartition, int] = {}
-        self._rotation = 0
         self._closed = False
 
     @property
     def read_committed(self) -> bool:
         return self._isolation == 1
+
+    def statistics(self) -> dict:
+        return dict(self._fetcher.stats, fetch_buffer_bytes=self._fetcher.buffered_bytes,
+                    fetch_buffer_bytes_max=self._fetcher.buffer_bytes_max,
+                    fetches_in_flight=self._fetcher.inflight_count)
 
     # ------------------------------------------------------------------ assignment and positions
 
@@ -108,10 +138,12 @@ class Consumer:
             if partition not in self._cluster.topic(topic).partitions:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"topic {topic!r} has no partition {partition}")
+        for tp in self._assignment:
+            if tp not in wanted:
+                self._fetcher.reset(tp, None)
+                self._ready.pop(tp, None)
         self._assignment = wanted
         self._positions = {tp: self._positions.get(tp) for tp in wanted}
-        for tp in [tp for tp in self._buffers if tp not in self._positions]:
-            self._drop_buffer(tp)
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids from metadata (KafkaError if the topic does not exist)."""
@@ -124,8 +156,7 @@ class Consumer:
         self._require_assigned(tp)
         if offset < 0:
             raise ValueError(f"offset must be >= 0, got {offset}")
-        self._positions[tp] = offset
-        self._drop_buffer(tp)
+        self._set_position(tp, offset)
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         self._reset(self._targets(partitions), EARLIEST_TIMESTAMP)
@@ -135,7 +166,7 @@ class Consumer:
         self._reset(self._targets(partitions), LATEST_TIMESTAMP)
 
     def position(self, tp: TopicPartition) -> int:
-        """The offset of the next record ``poll`` returns for ``tp`` (resolved by
+        """The offset of the next record a poll returns for ``tp`` (resolved by
         ``auto_offset_reset`` if unset)."""
         self._require_assigned(tp)
         if self._positions[tp] is None:
@@ -162,6 +193,7 @@ class Consumer:
 
     def close(self) -> None:
         self._closed = True
+        self._fetcher.close()
         self._cluster.close()
 
     def __enter__(self) -> "Consumer":
@@ -174,150 +206,168 @@ class Consumer:
 
     def poll(self, timeout_ms: float = 1000, max_records: int = 500) -> list[ConsumerRecord]:
         """Up to ``max_records`` records, waiting up to ``timeout_ms`` for the first ones."""
-        assert not self._closed, "poll() on a closed Consumer"
         if max_records <= 0:
             raise ValueError(f"max_records must be positive, got {max_records}")
+        return self._poll(timeout_ms, lambda: self._take_records(max_records)) or []
+
+    def poll_arrow(self, timeout_ms: float = 1000, max_records: int | None = None):
+        """Up to ``max_records`` (None: everything fetched so far) records as Arrow, in Spark's
+        Kafka source schema (``SPARK_KAFKA_SCHEMA``, or ``..._WITH_HEADERS`` with
+        ``include_headers``): a ``pa.RecordBatch`` when they come from one partition chunk, a
+        ``pa.Table`` of several batches otherwise, an empty RecordBatch when nothing arrived
+        within ``timeout_ms``. Rows of a partition are in offset order."""
+        if max_records is not None and max_records <= 0:
+            raise ValueError(f"max_records must be positive, got {max_records}")
+        out = self._poll(timeout_ms, lambda: self._take_arrow(max_records))
+        if out:
+            return out[0] if len(out) == 1 else _arrow().Table.from_batches(out)
+        return self._empty_arrow()
+
+    def _poll(self, timeout_ms: float, take):
+        assert not self._closed, "poll on a closed Consumer"
         deadline = self._clock.monotonic_ms() + max(timeout_ms, 0)
         while True:
-            records = self._take_buffered(max_records)
-            if records or not self._assignment:
-                return records
+            if not self._assignment:
+                return None
             unset = [tp for tp in self._assignment if self._positions[tp] is None]
             if unset:
                 self._reset_by_policy(unset)
-            remaining = deadline - self._clock.monotonic_ms()
-            wait_ms = int(max(0, min(self._fetch_max_wait_ms, remaining)))
-            progressed = self._fetch_round(wait_ms)
-            if self._buffers:
-                continue
+            self._fetcher.send_fetches()  # prefetch before decoding: the broker works meanwhile
+            self._handle_errors()
+            out = take()
+            if out:
+                return out
             remaining = deadline - self._clock.monotonic_ms()
             if remaining <= 0:
-                return []
-            if not progressed:  # every partition hit an error: back off before asking again
-                self._clock.sleep_ms(min(self._config.retry_backoff_ms, remaining))
+                return None
+            if not self._fetcher.receive(remaining) and not self._fetcher.inflight_count:
+                # nothing in flight: every partition is backing off after an error
+                self._clock.sleep_ms(min(self._config.retry_backoff_ms, max(remaining, 0)))
 
-    def _take_buffered(self, max_records: int) -> list[ConsumerRecord]:
+    def _take_records(self, max_records: int) -> list[ConsumerRecord]:
         out: list[ConsumerRecord] = []
-        for tp in list(self._buffers):
-            buffer = self._buffers[tp]
+        while len(out) < max_records:
+            tp, ready = self._next_ready(decode_arrow=False)
+            if ready is None:
+                break
+            if ready.arrow is not None:
+                ready.records, ready.arrow = deque(_records_from_arrow(ready.arrow)), None
+            buffer = ready.records
             while buffer and len(out) < max_records:
                 record = buffer.popleft()
                 out.append(record)
                 self._positions[tp] = record.offset + 1
             if not buffer:
-                self._positions[tp] = max(self._positions[tp], self._buffer_next.pop(tp))
-                del self._buffers[tp]
-            if len(out) >= max_records:
-                break
+                self._finish(tp, ready)
         return out
 
-    def _fetch_round(self, wait_ms: int) -> bool:
-        """One Fetch per leader; True if at least one partition answered without error."""
-        by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
-        tps = [tp for tp in self._assignment if self._positions[tp] is not None and tp not in self._buffers]
-        if tps:
-            self._rotation = (self._rotation + 1) % len(tps)
-            tps = tps[self._rotation:] + tps[:self._rotation]
-        for tp in tps:
-            leader = self._cluster.leader_for(*tp)
-            if leader < 0:
-                self._cluster.invalidate(tp[0])
-            else:
-                by_leader[leader].append(tp)
-        sent = []
-        for leader, group in by_leader.items():
-            try:
-                conn = self._cluster.connection(leader)
-                version = conn.version_for(ApiKey.FETCH)
-                conn.send(ApiKey.FETCH, self._fetch_request(group, wait_ms), version,
-                          timeout_ms=self._config.request_timeout_ms + wait_ms)
-            except (KafkaConnectionError, KafkaTimeoutError):
-                self._cluster.invalidate()
-                continue
-            sent.append((conn, group))
-        progressed = False
-        out_of_range: list[TopicPartition] = []
-        for conn, group in sent:
-            try:
-                response = conn.receive()
-            except (KafkaConnectionError, KafkaTimeoutError):
-                self._cluster.invalidate()
-                continue
-            if response.error_code != ErrorCode.NONE:
-                raise KafkaError(response.error_code, f"Fetch from {conn.address}")
-            progressed |= self._handle_fetch_response(response, set(group), out_of_range)
-        # Resets send ListOffsets, so only once no Fetch is in flight on any connection.
-        if out_of_range:
-            self._out_of_range(out_of_range)
-        return progressed or bool(out_of_range)
+    def _take_arrow(self, max_records: int | None) -> list:
+        out, count = [], 0
+        while max_records is None or count < max_records:
+            tp, ready = self._next_ready(decode_arrow=True)
+            if ready is None:
+                break
+            if ready.records is not None:
+                ready.arrow, ready.records = self._arrow_from_records(tp, list(ready.records)), None
+            batch = ready.arrow
+            want = batch.num_rows if max_records is None else min(batch.num_rows, max_records - count)
+            if want:
+                part = batch if want == batch.num_rows else batch.slice(0, want)
+                out.append(part)
+                count += want
+                self._positions[tp] = part.column("offset")[want - 1].as_py() + 1
+            ready.arrow = batch.slice(want)
+            if ready.arrow.num_rows == 0:
+                self._finish(tp, ready)
+        return out
 
-    def _fetch_request(self, tps: list[TopicPartition], wait_ms: int) -> dict:
-        topics: dict[str, list[dict]] = {}
-        for topic, partition in tps:
-            topics.setdefault(topic, []).append({
-                "partition": partition,
-                "fetch_offset": self._positions[(topic, partition)],
-                "partition_max_bytes": self._partition_fetch_bytes,
-            })
-        return {
-            "replica_id": -1,
-            "max_wait_ms": wait_ms,
-            "min_bytes": self._fetch_min_bytes,
-            "max_bytes": self._fetch_max_bytes,
-            "isolation_level": self._isolation,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": parts} for t, parts in topics.items()],
-            "forgotten_topics_data": [],
-        }
+    def _next_ready(self, decode_arrow: bool) -> tuple[TopicPartition | None, _Ready | None]:
+        """A partition with decoded data (decoding the next completed fetch if needed)."""
+        for tp, ready in self._ready.items():
+            return tp, ready
+        while True:
+            fetch = self._fetcher.take_completed()
+            if fetch is None:
+                return None, None
+            ready = self._decode(fetch, decode_arrow)
+            if ready is not None:
+                self._ready[fetch.tp] = ready
+                return fetch.tp, ready
 
-    def _handle_fetch_response(self, response, asked: set[TopicPartition],
-                               out_of_range: list[TopicPartition]) -> bool:
-        progressed = False
-        for topic in response.responses:
-            for p in topic.partitions:
-                tp = (topic.topic, p.partition_index)
-                if tp not in asked or self._positions.get(tp) is None:
-                    continue  # not ours (anymore)
-                code = p.error_code
-                if code == ErrorCode.NONE:
-                    self._store(tp, p)
-                    progressed = True
-                elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    out_of_range.append(tp)
-                elif not (self._cluster.on_partition_error(tp[0], code) or code in _RETRY_CODES):
-                    raise KafkaError(code, f"Fetch {tp[0]}-{tp[1]} at offset {self._positions[tp]}: "
-                                     f"{KafkaError(code).message}")
-        return progressed
+    def _finish(self, tp: TopicPartition, ready: _Ready) -> None:
+        del self._ready[tp]
+        position = self._positions.get(tp)
+        if position is not None and ready.next_offset > position:
+            self._positions[tp] = ready.next_offset
 
-    def _store(self, tp: TopicPartition, p) -> None:
-        self._high_watermarks[tp] = p.high_watermark
-        if p.last_stable_offset >= 0:
-            self._last_stable_offsets[tp] = p.last_stable_offset
-        aborted = None
-        if p.aborted_transactions is not None:
-            aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions]
-        fetched: FetchedPartition = decode_fetched(
-            tp[0], tp[1], p.records, self._positions[tp],
-            aborted_transactions=aborted,
-            read_committed=self.read_committed,
-            check_crcs=self._check_crcs,
-        )
-        if fetched.records:
-            self._buffers[tp] = deque(fetched.records)
-            self._buffer_next[tp] = fetched.next_offset
+    def _decode(self, fetch: CompletedFetch, decode_arrow: bool) -> _Ready | None:
+        """Decode one completed fetch from the partition's position; None when it holds no
+        record to return (its position still moves past markers and aborted batches)."""
+        tp = fetch.tp
+        position = self._positions.get(tp)
+        if position is None or fetch.generation != self._fetcher.generations.get(tp, 0):
+            return None
+        self._high_watermarks[tp] = fetch.high_watermark
+        if fetch.last_stable_offset >= 0:
+            self._last_stable_offsets[tp] = fetch.last_stable_offset
+        if decode_arrow:
+            batch = self._decode_arrow(fetch, position)
+            if batch.num_rows:
+                return _Ready(None, batch, fetch.next_offset)
         else:
-            self._positions[tp] = fetched.next_offset  # only markers / aborted data / nothing
+            records = decode_fetched(tp[0], tp[1], fetch.records, position,
+                                     aborted_transactions=fetch.aborted, read_committed=self.read_committed,
+                                     check_crcs=self._check_crcs).records
+            if records:
+                return _Ready(deque(records), None, fetch.next_offset)
+        if fetch.next_offset > position:
+            self._positions[tp] = fetch.next_offset
+        return None
 
-    def _out_of_range(self, tps: list[TopicPartition]) -> None:
-        if self._auto_offset_reset == "none":
-            tp = tps[0]
-            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                             f"{tp[0]}-{tp[1]}: offset {self._positions[tp]} is out of range "
-                             f"and auto_offset_reset is none")
-        self._reset_by_policy(tps)
+    def _decode_arrow(self, fetch: CompletedFetch, position: int):
+        from broker.records.arrow import decode_batches
 
-    # ------------------------------------------------------------------ helpers
+        batch_filter = None
+        if self.read_committed:
+            aborted = aborted_batch_offsets(fetch.records, fetch.aborted, fetch.tp, self._check_crcs)
+            if aborted:
+                batch_filter = lambda header: header.base_offset not in aborted  # noqa: E731
+        try:
+            return decode_batches(fetch.records, topic=fetch.tp[0], partition=fetch.tp[1],
+                                  start_offset=position, include_headers=self._include_headers,
+                                  batch_filter=batch_filter, check_crc=self._check_crcs)
+        except ValueError as exc:  # RecordsError: corrupt or over a limit
+            code = getattr(exc, "kafka_error_code", ErrorCode.CORRUPT_MESSAGE)
+            raise KafkaError(code, f"{fetch.tp[0]}-{fetch.tp[1]} at offset {fetch.fetch_offset}: {exc}") from exc
+
+    # ------------------------------------------------------------------ errors and resets
+
+    def _handle_errors(self) -> None:
+        out_of_range = []
+        while self._fetcher.errors:
+            error = self._fetcher.errors.popleft()
+            tp = error.tp
+            if error.generation != self._fetcher.generations.get(tp, 0) or tp not in self._positions:
+                continue
+            if error.code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                out_of_range.append((tp, error.fetch_offset))
+            elif not self._fetcher_retries(error.code):
+                raise KafkaError(error.code, f"Fetch {tp[0]}-{tp[1]} at offset {error.fetch_offset}: "
+                                 f"{KafkaError(error.code).message}")
+        if out_of_range:
+            if self._auto_offset_reset == "none":
+                tp, offset = out_of_range[0]
+                raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                 f"{tp[0]}-{tp[1]}: offset {offset} is out of range "
+                                 f"and auto_offset_reset is none")
+            self._reset_by_policy([tp for tp, _ in out_of_range])
+
+    @staticmethod
+    def _fetcher_retries(code: int) -> bool:
+        from broker.client.fetcher import _RETRY_CODES
+        from broker.client.metadata import REFRESH_CODES
+
+        return code in _RETRY_CODES or code in REFRESH_CODES
 
     def _reset_by_policy(self, tps: list[TopicPartition]) -> None:
         if self._auto_offset_reset == "none":
@@ -332,8 +382,12 @@ class Consumer:
             return
         answers = list_offsets(self._cluster, {tp: timestamp for tp in tps}, self._isolation)
         for tp in tps:
-            self._positions[tp] = answers[tp][0]
-            self._drop_buffer(tp)
+            self._set_position(tp, answers[tp][0])
+
+    def _set_position(self, tp: TopicPartition, offset: int) -> None:
+        self._positions[tp] = offset
+        self._ready.pop(tp, None)
+        self._fetcher.reset(tp, offset)
 
     def _targets(self, partitions) -> list[TopicPartition]:
         tps = list(self._assignment) if partitions is None else [(t, int(p)) for t, p in partitions]
@@ -345,6 +399,46 @@ class Consumer:
         if tp not in self._positions:
             raise ValueError(f"{tp[0]}-{tp[1]} is not assigned to this consumer")
 
-    def _drop_buffer(self, tp: TopicPartition) -> None:
-        self._buffers.pop(tp, None)
-        self._buffer_next.pop(tp, None)
+    # ------------------------------------------------------------------ Arrow helpers
+
+    def _schema(self):
+        from broker.records.arrow import SPARK_KAFKA_SCHEMA, SPARK_KAFKA_SCHEMA_WITH_HEADERS
+
+        return SPARK_KAFKA_SCHEMA_WITH_HEADERS if self._include_headers else SPARK_KAFKA_SCHEMA
+
+    def _empty_arrow(self):
+        return _arrow().RecordBatch.from_pylist([], schema=self._schema())
+
+    def _arrow_from_records(self, tp: TopicPartition, records: list[ConsumerRecord]):
+        pa = _arrow()
+        columns = {
+            "key": [r.key for r in records], "value": [r.value for r in records],
+            "topic": [r.topic for r in records], "partition": [r.partition for r in records],
+            "offset": [r.offset for r in records],
+            "timestamp": [r.timestamp * 1000 for r in records],
+            "timestampType": [r.timestamp_type for r in records],
+        }
+        if self._include_headers:
+            columns["headers"] = [[{"key": k, "value": v} for k, v in r.headers] for r in records]
+        schema = self._schema()
+        return pa.RecordBatch.from_arrays([pa.array(columns[f.name], f.type) for f in schema], schema=schema)
+
+
+def _records_from_arrow(batch) -> list[ConsumerRecord]:
+    columns = batch.to_pydict()
+    headers = columns.get("headers")
+    out = []
+    for i in range(batch.num_rows):
+        ts = columns["timestamp"][i]
+        millis = int(ts.timestamp() * 1000) if ts is not None else -1
+        hs = tuple((h["key"], h["value"]) for h in headers[i]) if headers and headers[i] else ()
+        out.append(ConsumerRecord(columns["topic"][i], columns["partition"][i], columns["offset"][i],
+                                  millis, columns["timestampType"][i], columns["key"][i],
+                                  columns["value"][i], hs))
+    return out
+
+
+def _arrow():
+    import pyarrow
+
+    return pyarrow

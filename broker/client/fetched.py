@@ -37,7 +37,8 @@ from broker.records import (
 from broker.records.header import BatchHeader, BatchLimits
 from broker.wire import ErrorCode
 
-__all__ = ["ConsumerRecord", "FetchedPartition", "AbortedTransactionFilter", "decode_fetched"]
+__all__ = ["ConsumerRecord", "FetchedPartition", "AbortedTransactionFilter", "decode_fetched",
+           "aborted_batch_offsets"]
 
 # The response frame limit already bounds a batch; these bound what one batch may expand to.
 FETCH_LIMITS = BatchLimits(batch_bytes_max=0x7FFFFFFF)
@@ -161,3 +162,21 @@ def _control_type(buf, pos: int, topic: str, partition: int, check_crcs: bool, l
         return decode_control_record(batch.records[0]).type
     except RecordsError as exc:
         raise KafkaError(exc.kafka_error_code, f"{topic}-{partition}: {exc}") from exc
+
+
+def aborted_batch_offsets(records, aborted_transactions, tp: tuple[str, int], check_crcs: bool = True,
+                          limits: BatchLimits = FETCH_LIMITS) -> set[int]:
+    """Base offsets of the data batches in ``records`` that belong to aborted transactions:
+    the same walk as ``decode_fetched`` (headers and control records only, no data record is
+    decoded), for a vectorized decoder's ``batch_filter``."""
+    if not aborted_transactions:
+        return set()
+    buf = memoryview(records)
+    txn_filter = AbortedTransactionFilter(aborted_transactions)
+    out = set()
+    for pos, header in iter_batches(buf):
+        if header.is_control:
+            txn_filter.on_control(header, _control_type(buf, pos, tp[0], tp[1], check_crcs, limits))
+        elif txn_filter.is_aborted(header):
+            out.add(header.base_offset)
+    return out

@@ -179,6 +179,7 @@ class Cluster:
         self.clock = clock
         self._rng = rng or random.Random()
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
+        self._spares: dict[tuple[str, int], BrokerConnection] = {}  # see _spare_connection_to
         self._cache = _Cache()
         self._closed = False
 
@@ -219,13 +220,15 @@ class Cluster:
             seen.add((host, port))
             conn = self._connection_to(host, port, node_id)
             if conn.in_flight_count:
-                continue  # its owner awaits pipelined answers; a request here would jump the queue
+                # Its owner awaits pipelined answers (a request here would jump the queue):
+                # use this broker's spare connection, which only carries these requests.
+                conn = self._spare_connection_to(host, port, node_id)
             try:
                 conn.connect()
                 return conn
             except KafkaError as exc:
                 failures.append(f"{conn.address} ({exc.message})")
-        tried = "; ".join(failures) or "every connection is busy with pipelined requests"
+        tried = "; ".join(failures) or "no broker address is known"
         raise KafkaConnectionError(f"no broker is reachable: {tried}")
 
     def controller_connection(self) -> BrokerConnection:
@@ -251,11 +254,21 @@ class Cluster:
             conn.node_id = node_id
         return conn
 
+    def _spare_connection_to(self, host: str, port: int, node_id: int) -> BrokerConnection:
+        """A second connection to a broker, for metadata-type requests while the first one
+        has pipelined requests in flight (a producer's or a consumer's)."""
+        conn = self._spares.get((host, port))
+        if conn is None:
+            conn = BrokerConnection(host, port, config=self.config, node_id=node_id, clock=self.clock)
+            self._spares[(host, port)] = conn
+        return conn
+
     def close(self) -> None:
         self._closed = True
-        for conn in self._connections.values():
+        for conn in [*self._connections.values(), *self._spares.values()]:
             conn.close()
         self._connections.clear()
+        self._spares.clear()
 
     # ------------------------------------------------------------------ metadata
 

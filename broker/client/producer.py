@@ -1,54 +1,53 @@
-"""``Producer``: a simple, correct, blocking Kafka producer.
+"""``Producer``: a Kafka producer with a background I/O thread, batching, pipelining and
+idempotence, for single records (``send``) and Arrow tables (``send_arrow``).
 
-Shape (Java ``KafkaProducer`` without the I/O thread): ``send`` puts a record into the
-accumulator's batch for its partition and returns a ``Delivery`` handle; batches go out when
-full or older than ``linger_ms`` (checked on each ``send``), and ``flush`` sends everything and
-waits for every answer. There is no background thread: I/O happens inside ``send`` (when a batch
-is ready or the buffer is over ``buffer_bytes_max``), ``flush``, ``Delivery.get`` and ``close``.
+Threading model (``sender`` has the details): the methods here may be called from any thread;
+they append to the accumulator under the producer's lock and wait on its condition. One I/O
+thread, started on first use, owns the timers, metadata and producer id, and sends, retries and
+completes batches; a thread that fills a batch sends it itself when no other thread is doing
+I/O at that moment (this avoids a GIL convoy). ``close()`` (or ``with``) flushes and stops the
+I/O thread.
 
-One round (``_run_once``): take the ready head batches (at most one per partition, see
-``accumulator``), group them by leader, send one Produce request per leader (all leaders in
-parallel), then read every answer. Per partition the answer is: success (offsets are the base
-offset + index), a retriable error (the same batch, same bytes, goes again after
-``retry_backoff_ms``; NOT_LEADER_OR_FOLLOWER & co. refresh metadata first), or a final error
-(every record of the batch gets it). ``retries`` and ``delivery_timeout_ms`` bound the retries.
+Bounds (Java producer config in brackets): ``batch_bytes_max`` [batch.size] caps a batch built
+from ``send`` (an Arrow batch is cut at the same size by ``encode_batches``); ``linger_ms``
+[linger.ms] is how long a batch that is not full waits for more records; ``buffer_bytes_max``
+[buffer.memory] caps the bytes queued and in flight: ``send``/``send_arrow`` block while it is
+full, at most ``max_block_ms`` [max.block.ms], then raise ``KafkaTimeoutError`` (the record
+is not queued); ``request_bytes_max`` [max.request.size] caps one Produce request and one record;
+``max_in_flight_requests`` [max.in.flight.requests.per.connection] caps pipelined requests per
+broker (at most 5 with idempotence: the broker remembers the last 5 batches per producer, which
+is what makes a retry of any of them a recognised duplicate); ``retries`` and
+``delivery_timeout_ms`` [delivery.timeout.ms] bound the retries of a batch.
 
-Idempotence (KIP-98, reference section 4): InitProducerId (no transactional id) to any broker
-gives a producer id and epoch; each partition's batches carry consecutive base sequences,
-assigned when the batch is first encoded and kept through retries, so a retry of a batch the
-broker had already written is answered as a duplicate with the original offset instead of being
-written twice. DUPLICATE_SEQUENCE_NUMBER (46) counts as success with an unknown offset, as both
-reference clients do. When a batch that holds sequence numbers fails for good, whether the
-broker wrote it is unknown, so later batches cannot continue its sequence: the producer takes a
-fresh producer id (sequences restart at 0) before the next batch, which is always safe.
-Errors are never swallowed: each failed record's ``Delivery.error`` is set, and the next
-``flush`` raises ``DeliveryFailed`` with all failures not reported yet.
+Idempotence is on by default (as in Kafka 3.0+) and needs acks=all; when it is not set
+explicitly and acks is 0 or 1 it is off (KIP-679), when it is set with acks 0 or 1 that is a
+configuration error.
+
+Errors are never swallowed: each failed record's ``Delivery.error`` (or ``BatchDelivery.error``)
+is set, ``Delivery.get`` raises it, and the next ``flush``/``close`` raises ``DeliveryFailed``
+with every failure not reported yet.
 """
 
 from __future__ import annotations
 
 import random
-from collections import defaultdict
 
-from broker.client.accumulator import PendingRecord, ProducerBatch, RecordAccumulator, record_size_max
+from broker.client.accumulator import RecordAccumulator, record_size_max
 from broker.client.config import SYSTEM_CLOCK, ClientConfig, Clock
-from broker.client.errors import (
-    DeliveryFailed,
-    KafkaConnectionError,
-    KafkaError,
-    KafkaProtocolError,
-    KafkaTimeoutError,
-)
+from broker.client.delivery import ArrowDeliveries, BatchDelivery, Delivery, failed_deliveries
+from broker.client.errors import DeliveryFailed, KafkaError, KafkaTimeoutError
 from broker.client.metadata import Cluster
 from broker.client.partitioner import StickyPartitioner, partition_for_key
-from broker.records import Compression, Record, encode_batch
+from broker.client.properties import producer_options_from_properties
+from broker.client.sender import ProducerSettings, ProducerState, Sender
+from broker.records import Compression
 from broker.records.compression import check_supported
-from broker.wire import ApiKey, ErrorCode
+from broker.wire import ErrorCode
 
-__all__ = ["Producer", "Delivery", "parse_acks"]
+__all__ = ["Producer", "Delivery", "BatchDelivery", "ArrowDeliveries", "parse_acks",
+           "producer_options_from_properties"]
 
-_SEQUENCE_MOD = 1 << 31
-_RESPONSE_MARGIN_MS = 1000  # the broker answers REQUEST_TIMED_OUT at timeout_ms; wait a bit longer
+_IDEMPOTENT_IN_FLIGHT_MAX = 5
 
 
 def parse_acks(acks) -> int:
@@ -73,43 +72,8 @@ def _parse_compression(compression) -> Compression:
         raise ValueError(str(exc)) from None
 
 
-class Delivery:
-    """The outcome of one ``send``: ``offset`` (and ``timestamp_ms``) once acknowledged, or
-    ``error``. ``offset`` is -1 for acks=0 and for duplicates the broker did not re-number."""
-
-    __slots__ = ("topic", "partition", "offset", "timestamp_ms", "error", "done", "_producer", "_reported")
-
-    def __init__(self, producer: "Producer", topic: str, partition: int, timestamp_ms: int) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.timestamp_ms = timestamp_ms
-        self.offset = -1
-        self.error: KafkaError | None = None
-        self.done = False
-        self._producer = producer
-        self._reported = False
-
-    def __repr__(self) -> str:
-        state = "pending" if not self.done else (f"error={self.error}" if self.error else f"offset={self.offset}")
-        return f"Delivery({self.topic}-{self.partition}, {state})"
-
-    @property
-    def succeeded(self) -> bool:
-        return self.done and self.error is None
-
-    def get(self) -> "Delivery":
-        """Wait until this record is acknowledged (sending what is buffered); raise its error."""
-        if not self.done:
-            self._producer._drive_until_done(self)
-        assert self.done, "the producer stopped driving before the record finished"
-        if self.error is not None:
-            self._reported = True
-            raise self.error
-        return self
-
-
 class Producer:
-    """Not thread-safe: one owner. ``close()`` (or ``with``) flushes and closes connections."""
+    """Thread-safe. ``close()`` (or ``with``) flushes, stops the I/O thread and closes sockets."""
 
     def __init__(
         self,
@@ -117,7 +81,7 @@ class Producer:
         *,
         acks: int | str = -1,
         compression: str | int = "none",
-        enable_idempotence: bool = True,
+        enable_idempotence: bool | None = None,
         linger_ms: int = 5,
         batch_bytes_max: int = 16_384,
         request_bytes_max: int = 1_048_576,
@@ -126,6 +90,7 @@ class Producer:
         delivery_timeout_ms: int = 120_000,
         request_timeout_ms: int | None = None,
         max_block_ms: int = 60_000,
+        max_in_flight_requests: int = 5,
         client_id: str | None = None,
         config: ClientConfig | None = None,
         clock: Clock = SYSTEM_CLOCK,
@@ -133,52 +98,75 @@ class Producer:
         cluster: Cluster | None = None,
     ) -> None:
         self._acks = parse_acks(acks)
-        if enable_idempotence and self._acks != -1:
+        idempotent = self._acks == -1 if enable_idempotence is None else bool(enable_idempotence)
+        if idempotent and self._acks != -1:
             raise ValueError("enable_idempotence requires acks=all (-1); "
                              "pass enable_idempotence=False for acks 0 or 1")
-        if retries < 0 or linger_ms < 0 or delivery_timeout_ms <= 0 or buffer_bytes_max <= 0:
-            raise ValueError("retries and linger_ms must be >= 0, delivery_timeout_ms and "
-                             "buffer_bytes_max > 0")
+        if idempotent and max_in_flight_requests > _IDEMPOTENT_IN_FLIGHT_MAX:
+            raise ValueError(f"max_in_flight_requests must be <= {_IDEMPOTENT_IN_FLIGHT_MAX} with "
+                             f"idempotence, got {max_in_flight_requests}")
+        if retries < 0 or linger_ms < 0 or delivery_timeout_ms <= 0 or buffer_bytes_max <= 0 \
+                or max_block_ms < 0 or max_in_flight_requests <= 0:
+            raise ValueError("retries, linger_ms and max_block_ms must be >= 0; delivery_timeout_ms, "
+                             "buffer_bytes_max and max_in_flight_requests > 0")
         if request_bytes_max <= 0:
             raise ValueError(f"request_bytes_max must be positive, got {request_bytes_max}")
-        self._compression = _parse_compression(compression)
+        compression = _parse_compression(compression)
         config = config or ClientConfig()
         if request_timeout_ms is not None:
             config = config.with_(request_timeout_ms=request_timeout_ms)
         if client_id is not None:
             config = config.with_(client_id=client_id)
+        if config.inflight_requests_max < max_in_flight_requests:
+            config = config.with_(inflight_requests_max=max_in_flight_requests)
         self._cluster = cluster or Cluster(bootstrap_servers, config, clock, rng)
-        self._config = self._cluster.config
         self._clock = self._cluster.clock
-        self._idempotent = enable_idempotence
-        self._retries = retries
-        self._delivery_timeout_ms = delivery_timeout_ms
+        self._settings = ProducerSettings(
+            acks=self._acks, idempotent=idempotent, compression=int(compression), retries=retries,
+            delivery_timeout_ms=delivery_timeout_ms, request_bytes_max=request_bytes_max,
+            max_in_flight=max_in_flight_requests, config=self._cluster.config)
+        self._compression = compression
+        self._batch_bytes_max = batch_bytes_max
         self._request_bytes_max = request_bytes_max
         self._buffer_bytes_max = buffer_bytes_max
         self._max_block_ms = max_block_ms
-        self._accumulator = RecordAccumulator(batch_bytes_max, linger_ms)
+        self._state = ProducerState(RecordAccumulator(batch_bytes_max, linger_ms, owner=self))
+        self._acc = self._state.accumulator
+        self._linger_ms = linger_ms
         self._sticky = StickyPartitioner(rng)
-        self._producer_id = -1
-        self._producer_epoch = -1
-        self._sequences: dict[tuple[str, int], int] = {}
-        self._unreported: list[Delivery] = []
+        self._sender = Sender(self._cluster, self._state, self._settings)
+        self._sender_started = False
+        self._monotonic_ms = self._clock.monotonic_ms
+        self._record_bytes_max = min(request_bytes_max, buffer_bytes_max)
         self._closed = False
-        self._stats = defaultdict(int)
 
-    # ------------------------------------------------------------------ public API
+    # ------------------------------------------------------------------ properties
 
     @property
     def producer_id(self) -> int:
-        return self._producer_id
+        return self._sender.producer_id
 
     @property
     def producer_epoch(self) -> int:
-        return self._producer_epoch
+        return self._sender.producer_epoch
+
+    @property
+    def idempotent(self) -> bool:
+        return self._settings.idempotent
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids (waits for its metadata up to ``max_block_ms``)."""
+        return list(range(self._state.partitions.get(topic) or self._partition_count(topic)))
 
     def statistics(self) -> dict:
-        return dict(self._stats, bytes_buffered=self._accumulator.bytes_buffered,
-                    records_buffered=self._accumulator.records_buffered,
-                    buffer_bytes_max=self._buffer_bytes_max)
+        with self._state.lock:
+            return dict(self._state.stats, bytes_buffered=self._acc.bytes_buffered,
+                        records_buffered=self._acc.records_buffered,
+                        batches_buffered=self._acc.batches_buffered,
+                        buffer_bytes_max=self._buffer_bytes_max,
+                        max_in_flight_requests=self._settings.max_in_flight)
+
+    # ------------------------------------------------------------------ single records
 
     def send(
         self,
@@ -191,60 +179,167 @@ class Producer:
     ) -> Delivery:
         """Queue one record; returns its ``Delivery``. Raises at once for what can never
         succeed: a closed producer, wrong types, an unknown topic or partition, a record larger
-        than ``request_bytes_max`` (MESSAGE_TOO_LARGE)."""
-        assert not self._closed, "send() on a closed Producer"
-        key, value = _as_bytes(key, "key"), _as_bytes(value, "value")
-        headers = _as_headers(headers)
-        num_partitions = len(self._cluster.topic(topic, wait_ms=self._max_block_ms).partitions)
-        size = record_size_max(key, value, headers)
-        if size + 61 > self._request_bytes_max:
-            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
-                             f"record of about {size} bytes is larger than request_bytes_max "
-                             f"({self._request_bytes_max})")
-        partition = self._choose_partition(topic, key, partition, num_partitions, size)
+        than ``request_bytes_max`` (MESSAGE_TOO_LARGE); ``KafkaTimeoutError`` when the buffer
+        stayed full for ``max_block_ms``."""
+        if self._closed or self._state.fatal is not None:
+            self._check_open()
+        if value is not None and type(value) is not bytes:
+            value = _as_bytes(value, "value")
+        if key is not None and type(key) is not bytes:
+            key = _as_bytes(key, "key")
+        if headers:
+            headers = _as_headers(headers)
+            size = record_size_max(key, value, headers)
+        else:
+            headers = ()
+            size = 36 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        num_partitions = self._state.partitions.get(topic) or self._partition_count(topic)
+        if size + 61 > self._record_bytes_max:
+            self._check_record_size(size)
         timestamp = self._clock.time_ms() if timestamp_ms is None else int(timestamp_ms)
-        delivery = Delivery(self, topic, partition, timestamp)
-        record = PendingRecord(key, value, headers, timestamp, delivery)
-        self._accumulator.append((topic, partition), record, size, self._clock.monotonic_ms())
-        self._stats["records_queued"] += 1
-        self._run_once(force=False)
-        while self._accumulator.bytes_buffered > self._buffer_bytes_max:
-            self._step(force=True)  # back-pressure: the caller waits while the buffer drains
-        return delivery
+        if partition is None or not 0 <= partition < num_partitions:
+            partition = self._choose_partition(topic, key, partition, num_partitions, size)
+        state, acc = self._state, self._acc
+        with state.lock:
+            if acc.bytes_buffered + size + 61 > self._buffer_bytes_max and acc.batches_buffered:
+                self._reserve(size + 61)
+            if not self._sender_started:
+                self._ensure_sender()
+            batch, sealed = acc.append_record((topic, partition), key, value, timestamp, headers, size,
+                                              self._monotonic_ms)
+            opened = batch.record_count == 1
+            if opened and not sealed and self._linger_ms:
+                state.wake()  # the I/O thread sets the linger timer
+        if sealed or (opened and not self._linger_ms):
+            self._sender.help()  # something is ready now: send it from this thread if possible
+        return Delivery(batch, batch.record_count - 1, timestamp)
 
-    def flush(self) -> None:
-        """Send everything buffered and wait for every answer. Raises ``DeliveryFailed`` with
-        the records that failed since the last flush (each also has ``Delivery.error``)."""
-        while not self._accumulator.empty:
-            self._step(force=True)
-        failures = [d for d in self._unreported if not d._reported]
-        self._unreported.clear()
-        for d in failures:
-            d._reported = True
+    # ------------------------------------------------------------------ Arrow
+
+    def send_arrow(self, topic: str, data, partition: int | str | None = None, key_column: str = "key",
+                   value_column: str = "value", headers_column: str | None = None,
+                   timestamp_column: str | None = None) -> ArrowDeliveries:
+        """Queue every row of a pyarrow ``Table``/``RecordBatch`` as one record.
+
+        ``value_column`` (binary or string) is required; ``key_column`` is used when present.
+        The partition of a row is ``partition`` when it is an int, the int column it names when
+        it is a str, the table's ``partition`` column when there is one, else murmur2 of the key
+        exactly as ``send`` would choose (null keys: the sticky partition). Rows are encoded per
+        partition by ``broker.records.arrow.encode_batches`` into batches of at most
+        ``batch_bytes_max`` and queued behind what ``send`` queued before. Blocks while the
+        buffer is full (``max_block_ms``); on a timeout the batches already queued stay queued
+        and the error says how many rows they hold."""
+        from broker.client import arrow_send
+        from broker.records.arrow import encode_batches
+
+        self._check_open()
+        table = arrow_send.as_table(data)
+        num_partitions = self._state.partitions.get(topic) or self._partition_count(topic)
+        values = arrow_send.binary_column(table, value_column, "value")
+        keys = arrow_send.binary_column(table, key_column, "key") if key_column in table.column_names else None
+        headers = table.column(headers_column).combine_chunks() if headers_column else None
+        timestamps = table.column(timestamp_column).combine_chunks() if timestamp_column else None
+        partitions = self._arrow_partitions(topic, table, partition, keys, num_partitions)
+        deliveries = ArrowDeliveries()
+        for group in arrow_send.group_rows(partitions, table.num_rows):
+            if not 0 <= group.partition < num_partitions:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"topic {topic!r} has no partition {group.partition} "
+                                 f"({num_partitions} partitions)")
+            take = (lambda a: a) if group.indices is None else (lambda a: a.take(group.indices))
+            encoded = encode_batches(
+                take(values), keys=None if keys is None else take(keys),
+                timestamps=None if timestamps is None else take(timestamps),
+                headers=None if headers is None else take(headers),
+                compression=int(self._compression), batch_bytes_max=self._batch_bytes_max,
+                now_ms=self._clock.time_ms())
+            for batch in encoded:
+                rows = (range(batch.first_row, batch.first_row + batch.record_count) if group.indices is None
+                        else group.indices[batch.first_row:batch.first_row + batch.record_count])
+                self._queue_encoded(topic, group.partition, batch, rows, deliveries)
+        return deliveries
+
+    def _arrow_partitions(self, topic, table, partition, keys, num_partitions):
+        from broker.client import arrow_send
+
+        if isinstance(partition, int):
+            return partition
+        column = partition if isinstance(partition, str) else (
+            "partition" if "partition" in table.column_names else None)
+        if column is not None:
+            parts = table.column(column).to_numpy()
+            if parts.dtype.kind not in "iu":
+                raise TypeError(f"send_arrow: partition column {column!r} must hold integers")
+            return parts.astype("int32", copy=False)
+        with self._state.lock:
+            sticky = self._sticky.partition(topic, num_partitions)
+            self._sticky.next_partition(topic, num_partitions)  # KIP-480: the next call moves on
+        if keys is None:
+            return sticky
+        return arrow_send.key_partitions(keys, num_partitions, sticky)
+
+    def _queue_encoded(self, topic: str, partition: int, encoded, rows, deliveries: ArrowDeliveries) -> None:
+        if len(encoded.data) > self._request_bytes_max:
+            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"an encoded batch of {len(encoded.data)} bytes is larger than "
+                             f"request_bytes_max ({self._request_bytes_max}): a single record is too large")
+        delivery = BatchDelivery(rows)
+        state = self._state
+        with state.cond:
+            try:
+                self._reserve(len(encoded.data))
+            except KafkaTimeoutError as exc:
+                queued = deliveries.record_count
+                raise KafkaTimeoutError(f"{exc.message}; {queued} row(s) of this send_arrow call were "
+                                        f"queued before") from None
+            batch = self._acc.append_encoded((topic, partition), encoded.data, encoded.record_count,
+                                             delivery, self._clock.monotonic_ms())
+            batch.producer = self
+            delivery._batch = batch
+        deliveries.append(delivery)
+        self._sender.help()
+
+    # ------------------------------------------------------------------ flush and close
+
+    def flush(self, timeout_ms: float | None = None) -> None:
+        """Send everything queued now, linger or not, and wait for every answer. Raises
+        ``DeliveryFailed`` with the records that failed since the last flush (each also has its
+        ``error``), ``KafkaTimeoutError`` if ``timeout_ms`` passes first."""
+        state = self._state
+        with state.cond:
+            target = self._acc.last_serial
+            self._wait_serial(target, timeout_ms)
+            failures = [d for batch in state.unreported for d in failed_deliveries(batch)
+                        if d not in state.reported]
+            state.unreported.clear()
+            state.reported.clear()
         if failures:
             raise DeliveryFailed(failures)
 
-    def close(self, flush: bool = True) -> None:
-        """Flush (unless ``flush=False``: buffered records are then dropped unsent and get a
-        KafkaError), then close every connection, even if the flush raised. Idempotent."""
+    def close(self, flush: bool = True, timeout_ms: float | None = None) -> None:
+        """Flush (unless ``flush=False``: records not yet sent fail with a KafkaError; batches
+        already in flight still get their answer), then stop the I/O thread and close every
+        connection, even if the flush raised. Idempotent."""
         if self._closed:
             return
+        abandon = not flush
         try:
-            if flush:
-                self.flush()
-            else:
-                self._abandon_buffered()
+            if flush and self._sender.started:
+                try:
+                    self.flush(timeout_ms)
+                except KafkaTimeoutError:
+                    abandon = True  # out of time: what is not in flight is dropped, with an error
+                    raise
         finally:
             self._closed = True
-            self._cluster.close()
-
-    def _abandon_buffered(self) -> None:
-        error = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "producer closed before the record was sent")
-        for batch in list(self._accumulator.batches()):
-            self._accumulator.remove(batch)
-            for record in batch.records:
-                record.delivery.error = error
-                record.delivery.done = True
+            with self._state.cond:
+                self._state.closing = True
+                self._state.abandon = abandon
+                self._state.wake()
+            if self._sender.started:
+                self._sender.join()
+            else:
+                self._cluster.close()
 
     def __enter__(self) -> "Producer":
         return self
@@ -252,7 +347,107 @@ class Producer:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
-    # ------------------------------------------------------------------ partitioning
+    # ------------------------------------------------------------------ waiting (lock held)
+
+    def _wait_for(self, batch, timeout_ms: float | None) -> None:
+        with self._state.cond:
+            if not batch.done:
+                self._wait_serial(batch.serial, timeout_ms, until=lambda: batch.done)
+
+    def _wait_serial(self, serial: int, timeout_ms: float | None, until=None) -> None:
+        """Make batches up to ``serial`` ready and wait until none of them is left (or
+        ``until()``); the state's lock is held by the caller."""
+        state = self._state
+        if serial > state.force_serial:
+            state.force_serial = serial
+            state.wake()
+        self._ensure_sender()
+        deadline = None if timeout_ms is None else self._clock.monotonic_ms() + timeout_ms
+        while not (until() if until else self._acc.oldest_serial() > serial):
+            self._raise_fatal()
+            if not self._sender_alive():
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "the producer's I/O thread is not running")
+            remaining = None if deadline is None else deadline - self._clock.monotonic_ms()
+            if remaining is not None and remaining <= 0:
+                raise KafkaTimeoutError(f"records still unacknowledged after {timeout_ms} ms")
+            state.cond.wait(None if remaining is None else remaining / 1000)
+
+    def _reserve(self, size: int) -> None:
+        """Wait (lock held) until ``size`` more bytes fit under ``buffer_bytes_max``."""
+        acc, state = self._acc, self._state
+        if acc.bytes_buffered + size <= self._buffer_bytes_max or acc.empty:
+            self._ensure_sender()
+            return
+        deadline = self._clock.monotonic_ms() + self._max_block_ms
+        state.buffer_waiters += 1
+        try:
+            state.wake()
+            self._ensure_sender()
+            while acc.bytes_buffered + size > self._buffer_bytes_max and not acc.empty:
+                self._raise_fatal()
+                remaining = deadline - self._clock.monotonic_ms()
+                if remaining <= 0:
+                    state.stats["buffer_full_timeouts"] += 1
+                    raise KafkaTimeoutError(
+                        f"buffer_bytes_max ({self._buffer_bytes_max}) stayed full for max_block_ms "
+                        f"({self._max_block_ms}); the record was not queued")
+                state.cond.wait(remaining / 1000)
+        finally:
+            state.buffer_waiters -= 1
+
+    def _ensure_sender(self) -> None:
+        if not self._sender_started:
+            self._sender_started = True
+            self._sender.start()
+
+    def _sender_alive(self) -> bool:
+        return self._sender.started and self._sender._thread.is_alive()
+
+    def _raise_fatal(self) -> None:
+        if self._state.fatal is not None:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                             f"producer I/O thread failed: {self._state.fatal!r}") from self._state.fatal
+
+    # ------------------------------------------------------------------ metadata and partitions
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "send on a closed Producer")
+        self._raise_fatal()
+
+    def _check_record_size(self, size: int) -> None:
+        if size + 61 > self._request_bytes_max:
+            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"record of about {size} bytes is larger than request_bytes_max "
+                             f"({self._request_bytes_max})")
+        if size + 61 > self._buffer_bytes_max:
+            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"record of about {size} bytes is larger than buffer_bytes_max "
+                             f"({self._buffer_bytes_max})")
+
+    def _partition_count(self, topic: str) -> int:
+        """The topic's partition count, asking the I/O thread for metadata (up to max_block_ms)."""
+        state = self._state
+        with state.cond:
+            if topic in state.partitions:
+                return state.partitions[topic]
+            state.metadata_wanted.add(topic)
+            state.metadata_errors.pop(topic, None)
+            state.wake()
+            self._ensure_sender()
+            deadline = self._clock.monotonic_ms() + self._max_block_ms
+            while topic not in state.partitions:
+                self._raise_fatal()
+                error = state.metadata_errors.pop(topic, None)
+                if error is not None:
+                    raise KafkaError(error.code, error.message)
+                remaining = deadline - self._clock.monotonic_ms()
+                if remaining <= 0:
+                    state.metadata_wanted.discard(topic)
+                    raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after "
+                                            f"max_block_ms ({self._max_block_ms})")
+                state.cond.wait(remaining / 1000)
+            return state.partitions[topic]
 
     def _choose_partition(self, topic: str, key, partition, num_partitions: int, size: int) -> int:
         if partition is not None:
@@ -265,234 +460,12 @@ class Producer:
             return partition_for_key(key, num_partitions)
         current = self._sticky.partition(topic, num_partitions)
         tp = (topic, current)
-        if self._accumulator.has_batches(tp) and self._accumulator.would_open_batch(tp, size):
+        if self._acc.has_batches(tp) and self._acc.would_open_batch(tp, size):
             return self._sticky.next_partition(topic, num_partitions)  # KIP-480: batch is full, move on
         return current
 
-    # ------------------------------------------------------------------ the send loop
 
-    def _drive_until_done(self, delivery: Delivery) -> None:
-        while not delivery.done:
-            self._step(force=True)
-
-    def _step(self, force: bool) -> None:
-        """One round; if nothing could be sent, sleep until the next batch becomes ready."""
-        if self._run_once(force):
-            return
-        now = self._clock.monotonic_ms()
-        wake = self._accumulator.next_wakeup_ms(now, force)
-        if wake is not None:
-            self._clock.sleep_ms(max(wake - now, 1))
-
-    def _run_once(self, force: bool) -> bool:
-        """Send the ready batches and read every answer; True if a request went out."""
-        now = self._clock.monotonic_ms()
-        self._expire(now)
-        ready = self._accumulator.ready(now, force)
-        if not ready:
-            return False
-        if self._idempotent and self._producer_id < 0 and not self._init_producer_id(ready):
-            return False
-        by_leader = self._group_by_leader(ready, now)
-        waiting = []
-        for node, batches in by_leader.items():
-            sent = self._send_to(node, batches)
-            if sent is not None:
-                waiting.append(sent)
-        for conn, batches in waiting:
-            try:
-                response = conn.receive()
-            except KafkaError as exc:
-                self._cluster.invalidate()
-                self._retry_or_fail(batches, exc)
-                continue
-            self._handle_response(batches, response)
-        return bool(by_leader)
-
-    def _group_by_leader(self, ready: list[ProducerBatch], now: float) -> dict[int, list[ProducerBatch]]:
-        by_leader: dict[int, list[ProducerBatch]] = defaultdict(list)
-        for batch in ready:
-            topic, partition = batch.tp
-            try:
-                leader = self._cluster.leader_for(topic, partition)
-            except KafkaError as exc:
-                leader, error = -1, exc
-            else:
-                error = KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader")
-            if leader < 0:
-                self._cluster.invalidate(topic)
-                batch.last_error = error
-                batch.retry_at_ms = now + self._config.retry_backoff_ms  # waits; expires by delivery timeout
-                continue
-            by_leader[leader].append(batch)
-        return by_leader
-
-    def _send_to(self, node: int, batches: list[ProducerBatch]):
-        """Encode and send one Produce request to ``node``; returns (connection, batches) when an
-        answer is expected. Batches past ``request_bytes_max`` wait for the next round."""
-        try:
-            conn = self._cluster.connection(node)
-            version = conn.version_for(ApiKey.PRODUCE)
-        except KafkaError as exc:
-            self._retry_or_fail(batches, exc)
-            return None
-        chosen, total = [], 0
-        for batch in batches:
-            payload = self._encode(batch)
-            if chosen and total + len(payload) > self._request_bytes_max:
-                break
-            chosen.append(batch)
-            total += len(payload)
-        request = self._produce_request(chosen)
-        timeout = self._config.request_timeout_ms + _RESPONSE_MARGIN_MS
-        try:
-            conn.send(ApiKey.PRODUCE, request, version, expect_response=self._acks != 0, timeout_ms=timeout)
-        except KafkaError as exc:
-            self._retry_or_fail(chosen, exc)
-            return None
-        self._stats["requests_sent"] += 1
-        self._stats["batches_sent"] += len(chosen)
-        for batch in chosen:
-            batch.in_flight = True
-        if self._acks == 0:
-            for batch in chosen:
-                self._succeed(batch, -1, -1)
-            return None
-        return conn, chosen
-
-    def _encode(self, batch: ProducerBatch) -> bytes:
-        if batch.payload is not None:
-            return batch.payload  # a retry: the very same bytes, same sequence numbers
-        if self._idempotent:
-            batch.producer_id, batch.producer_epoch = self._producer_id, self._producer_epoch
-            batch.base_sequence = self._sequences.get(batch.tp, 0)
-            self._sequences[batch.tp] = (batch.base_sequence + batch.record_count) % _SEQUENCE_MOD
-        records = [Record(i, r.timestamp_ms, r.key, r.value, r.headers) for i, r in enumerate(batch.records)]
-        batch.payload = encode_batch(
-            records,
-            compression=self._compression,
-            base_offset=0,
-            producer_id=batch.producer_id,
-            producer_epoch=batch.producer_epoch,
-            base_sequence=batch.base_sequence,
-        )
-        return batch.payload
-
-    def _produce_request(self, batches: list[ProducerBatch]) -> dict:
-        topics: dict[str, list[dict]] = defaultdict(list)
-        for batch in batches:
-            topics[batch.tp[0]].append({"index": batch.tp[1], "records": batch.payload})
-        return {
-            "transactional_id": None,
-            "acks": self._acks,
-            "timeout_ms": self._config.request_timeout_ms,
-            "topic_data": [{"name": t, "partition_data": parts} for t, parts in topics.items()],
-        }
-
-    def _handle_response(self, batches: list[ProducerBatch], response) -> None:
-        answers = {
-            (topic.name, p.index): p
-            for topic in response.responses
-            for p in topic.partition_responses
-        }
-        for batch in batches:
-            answer = answers.get(batch.tp)
-            if answer is None:
-                self._fail(batch, KafkaProtocolError(f"Produce response has no answer for {_tp(batch.tp)}"))
-                continue
-            code = answer.error_code
-            if code == ErrorCode.NONE:
-                self._succeed(batch, answer.base_offset, answer.log_append_time_ms)
-            elif code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
-                self._succeed(batch, -1, -1)  # written before; the broker no longer knows where
-            else:
-                self._cluster.on_partition_error(batch.tp[0], code)
-                self._retry_or_fail([batch], KafkaError(code, _produce_error_text(batch, answer)))
-
-    # ------------------------------------------------------------------ outcomes
-
-    def _succeed(self, batch: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
-        self._accumulator.remove(batch)
-        for index, record in enumerate(batch.records):
-            delivery = record.delivery
-            delivery.offset = base_offset + index if base_offset >= 0 else -1
-            if log_append_time_ms is not None and log_append_time_ms >= 0:
-                delivery.timestamp_ms = log_append_time_ms
-            delivery.done = True
-        self._stats["records_acknowledged"] += batch.record_count
-
-    def _retry_or_fail(self, batches: list[ProducerBatch], error: KafkaError) -> None:
-        now = self._clock.monotonic_ms()
-        for batch in batches:
-            batch.in_flight = False
-            batch.attempts += 1
-            batch.last_error = error
-            expired = now - batch.created_ms >= self._delivery_timeout_ms
-            if error.retriable and batch.attempts <= self._retries and not expired:
-                batch.retry_at_ms = now + self._config.retry_backoff_ms
-                self._stats["retries"] += 1
-            else:
-                self._fail(batch, error)
-
-    def _fail(self, batch: ProducerBatch, error: KafkaError) -> None:
-        self._accumulator.remove(batch)
-        if batch.payload is not None and self._idempotent:
-            # The broker may or may not hold this batch: its sequence numbers cannot be reused
-            # or skipped, so start over with a fresh producer id (sequences from 0).
-            self._producer_id, self._producer_epoch = -1, -1
-            self._sequences.clear()
-        for record in batch.records:
-            record.delivery.error = error
-            record.delivery.done = True
-            self._unreported.append(record.delivery)
-        self._stats["records_failed"] += batch.record_count
-
-    def _expire(self, now: float) -> None:
-        """Fail batches older than ``delivery_timeout_ms`` that are not in flight."""
-        expired = [b for b in self._accumulator.batches()
-                   if not b.in_flight and now - b.created_ms >= self._delivery_timeout_ms]
-        for batch in expired:
-            cause = f": last error {batch.last_error}" if batch.last_error else ""
-            self._fail(batch, KafkaTimeoutError(
-                f"{_tp(batch.tp)}: {batch.record_count} record(s) not delivered within "
-                f"delivery_timeout_ms ({self._delivery_timeout_ms}){cause}"))
-
-    def _init_producer_id(self, ready: list[ProducerBatch]) -> bool:
-        """InitProducerId without a transactional id; on failure the ready batches retry (or
-        fail, if the error is final) and False is returned."""
-        try:
-            conn = self._cluster.any_connection()
-            version = conn.version_for(ApiKey.INIT_PRODUCER_ID)
-            response = conn.request(ApiKey.INIT_PRODUCER_ID, {
-                "transactional_id": None,
-                "transaction_timeout_ms": 60_000,
-                "producer_id": -1,
-                "producer_epoch": -1,
-            }, version)
-            if response.error_code != ErrorCode.NONE:
-                raise KafkaError(response.error_code, "InitProducerId failed")
-        except KafkaError as exc:
-            self._retry_or_fail(ready, exc)
-            return False
-        self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
-        self._sequences.clear()
-        self._stats["producer_ids"] += 1
-        return True
-
-
-def _tp(tp: tuple[str, int]) -> str:
-    return f"{tp[0]}-{tp[1]}"
-
-
-def _produce_error_text(batch: ProducerBatch, answer) -> str:
-    parts = [f"{_tp(batch.tp)}"]
-    if answer.error_message:
-        parts.append(answer.error_message)
-    for err in answer.record_errors or ():
-        parts.append(f"record {err.batch_index}: {err.batch_index_error_message or 'invalid'}")
-    if len(parts) == 1:
-        parts.append(KafkaError(answer.error_code).message)
-    return ": ".join(parts)
+# ---------------------------------------------------------------------- helpers
 
 
 def _as_bytes(value, what: str) -> bytes | None:

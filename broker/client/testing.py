@@ -192,9 +192,10 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
 
 @dataclass
 class Fault:
-    """Make the next ``times`` matching requests fail. ``kind``: "error" answers ``code`` for
-    every partition (or the whole request); "close" drops the connection without handling the
-    request; "close_after" handles it (e.g. appends) and then drops the connection."""
+    """Make the next ``times`` matching requests fail, after letting ``skip`` matching ones
+    through. ``kind``: "error" answers ``code`` for every partition (or the whole request);
+    "close" drops the connection without handling the request; "close_after" handles it (e.g.
+    appends) and then drops the connection."""
 
     api_key: int
     kind: str = "error"
@@ -202,6 +203,7 @@ class Fault:
     times: int = 1
     node_id: int | None = None
     topic: str | None = None
+    skip: int = 0
 
 
 @dataclass
@@ -231,7 +233,8 @@ class InMemoryKafka:
     """A little Kafka in memory, served by ``brokers`` ``FakeBroker``s (node ids 0..n-1)."""
 
     def __init__(self, brokers: int = 1, *, controller_id: int = 0,
-                 api_versions=SUPPORTED_API_VERSIONS, fetch_wait_cap_ms: int = 200) -> None:
+                 api_versions=SUPPORTED_API_VERSIONS, fetch_wait_cap_ms: int = 200,
+                 produce_delay_ms: float = 0) -> None:
         self.lock = threading.RLock()
         self.topics: dict[str, dict[int, _Partition]] = {}
         self.configs: dict[str, dict[str, str]] = {}
@@ -240,6 +243,9 @@ class InMemoryKafka:
         self.faults: list[Fault] = []
         self.next_producer_id = 1000
         self.fetch_wait_cap_ms = fetch_wait_cap_ms
+        # Every Produce waits this long before it is handled (outside the lock), so a client
+        # has several requests in flight on one connection: the pipelining tests use it.
+        self.produce_delay_ms = produce_delay_ms
         self.brokers = [FakeBroker(self._handler_for(n), node_id=n) for n in range(brokers)]
 
     @property
@@ -310,6 +316,8 @@ class InMemoryKafka:
 
     def _handler_for(self, node_id: int) -> Handler:
         def handle(header, request):
+            if header.api_key == ApiKey.PRODUCE and self.produce_delay_ms:
+                time.sleep(self.produce_delay_ms / 1000)
             fault = self._take_fault(header.api_key, node_id, request)
             if fault is not None and fault.kind == "close":
                 return CLOSE
@@ -336,6 +344,9 @@ class InMemoryKafka:
                     continue
                 if fault.topic is not None and fault.topic not in _request_topics(request):
                     continue
+                if fault.skip > 0:
+                    fault.skip -= 1
+                    return None
                 fault.times -= 1
                 return fault
             return None

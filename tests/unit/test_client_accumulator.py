@@ -1,26 +1,36 @@
-"""The producer's accumulator: batching by size and linger, one batch in flight per partition."""
+"""The producer's accumulator: batching by size and linger, several batches in flight per
+partition, strictly ordered resends after a retriable failure, exact byte accounting."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.client.accumulator import BATCH_OVERHEAD, PendingRecord, RecordAccumulator, record_size_max
+from broker.client.accumulator import (
+    BATCH_OVERHEAD,
+    IN_FLIGHT,
+    QUEUED,
+    RETRY,
+    RecordAccumulator,
+    record_size_max,
+)
 from broker.records import Record, decode_batch, encode_batch
 
 TP = ("t", 0)
 OTHER = ("t", 1)
-
-
-def rec(value: bytes = b"v", key: bytes | None = None) -> tuple[PendingRecord, int]:
-    return PendingRecord(key, value, (), 0, object()), record_size_max(key, value, ())
+NO_FORCE = -1
 
 
 def fill(acc: RecordAccumulator, tp, count: int, now: float = 0.0, value: bytes = b"v"):
     batches = []
+    size = record_size_max(None, value, ())
     for _ in range(count):
-        record, size = rec(value)
-        batches.append(acc.append(tp, record, size, now))
+        batch, _ = acc.append_record(tp, None, value, 0, (), size, now)
+        batches.append(batch)
     return batches
+
+
+def unique(batches):
+    return list({id(b): b for b in batches}.values())
 
 
 @pytest.mark.parametrize("key, value, headers", [
@@ -36,15 +46,23 @@ def test_record_size_max_is_an_upper_bound_of_the_encoded_size(key, value, heade
     assert decode_batch(encoded).records[0].value == value
 
 
-def test_records_share_a_batch_until_it_is_full():
-    record, size = rec(b"x" * 100)
+def test_records_share_a_batch_until_it_is_full_then_it_is_sealed():
+    size = record_size_max(None, b"x" * 100, ())
     capacity = (1000 - BATCH_OVERHEAD) // size
     acc = RecordAccumulator(batch_bytes_max=1000, linger_ms=10_000)
     batches = fill(acc, TP, capacity + 1, value=b"x" * 100)
     assert all(b is batches[0] for b in batches[:capacity])
     assert batches[capacity] is not batches[0]
+    assert batches[0].sealed and not batches[capacity].sealed
     assert batches[0].size_bytes <= 1000
     assert acc.records_buffered == capacity + 1
+
+
+def test_append_reports_when_a_batch_got_sealed():
+    acc = RecordAccumulator(batch_bytes_max=200, linger_ms=10_000)
+    size = record_size_max(None, b"x" * 40, ())
+    sealed = [acc.append_record(TP, None, b"x" * 40, 0, (), size, 0.0)[1] for _ in range(6)]
+    assert True in sealed  # the producer wakes its I/O thread exactly then
 
 
 def test_an_oversize_record_gets_a_batch_of_its_own():
@@ -56,63 +74,123 @@ def test_an_oversize_record_gets_a_batch_of_its_own():
     assert big.record_count == 1
 
 
-def test_ready_by_linger_size_or_force():
+def test_ready_by_linger_size_or_flush_serial():
     acc = RecordAccumulator(batch_bytes_max=10_000, linger_ms=50)
-    fill(acc, TP, 3, now=100.0)
-    assert acc.ready(now_ms=149.0) == []
-    assert acc.next_wakeup_ms(149.0) == 150.0
-    assert [b.tp for b in acc.ready(now_ms=150.0)] == [TP]
-    assert [b.tp for b in acc.ready(now_ms=101.0, force=True)] == [TP]
+    (batch, *_) = fill(acc, TP, 3, now=100.0)
+    assert acc.next_sendable(TP, 149.0, NO_FORCE) is None
+    assert acc.next_wakeup_ms(149.0, NO_FORCE) == 150.0
+    assert acc.next_sendable(TP, 150.0, NO_FORCE) is batch
+    assert acc.next_sendable(TP, 101.0, force_serial=batch.serial) is batch  # flush
+    assert acc.next_sendable(TP, 101.0, force_serial=batch.serial - 1) is None
 
 
 def test_a_full_batch_is_ready_before_linger():
     acc = RecordAccumulator(batch_bytes_max=200, linger_ms=10_000)
-    fill(acc, TP, 20, now=0.0)  # several batches: the head is full
-    ready = acc.ready(now_ms=1.0)
-    assert len(ready) == 1 and ready[0].tp == TP
+    batches = fill(acc, TP, 20, now=0.0)
+    assert acc.next_sendable(TP, 1.0, NO_FORCE) is batches[0]
+    assert acc.next_wakeup_ms(1.0, NO_FORCE) == 1.0
 
 
-def test_only_the_head_batch_and_never_two_in_flight_per_partition():
+def test_batches_of_a_partition_go_out_in_order_and_several_may_be_in_flight():
     acc = RecordAccumulator(batch_bytes_max=200, linger_ms=0)
-    batches = fill(acc, TP, 20)
-    fill(acc, OTHER, 1)
-    ready = acc.ready(now_ms=0.0, force=True)
-    assert {b.tp for b in ready} == {TP, OTHER}
-    head = next(b for b in ready if b.tp == TP)
-    assert head is batches[0]
-    head.in_flight = True
-    assert all(b.tp != TP for b in acc.ready(now_ms=0.0, force=True))  # the next one waits
-    acc.remove(head)
-    assert next(b for b in acc.ready(now_ms=0.0, force=True) if b.tp == TP) is not head
+    batches = unique(fill(acc, TP, 20))
+    assert len(batches) >= 4
+    sent = []
+    for _ in range(3):
+        batch = acc.next_sendable(TP, 0.0, NO_FORCE)
+        acc.mark_in_flight(batch, 0.0)
+        sent.append(batch)
+    assert sent == batches[:3] and acc.in_flight_count(TP) == 3
+    assert all(b.state == IN_FLIGHT and b.sealed for b in sent)
+    assert acc.next_sendable(TP, 0.0, NO_FORCE) is batches[3]
 
 
-def test_a_sent_batch_is_frozen_and_a_retry_waits_for_its_backoff():
+def test_after_a_retriable_failure_the_partition_resends_from_the_first_batch_in_order():
+    acc = RecordAccumulator(batch_bytes_max=200, linger_ms=0)
+    batches = unique(fill(acc, TP, 20))
+    for batch in batches[:3]:
+        acc.mark_in_flight(batch, 0.0)
+    acc.mark_retry(batches[0], retry_at_ms=10.0)
+    # batches 1 and 2 are still in flight: nothing goes out until they are back
+    assert acc.next_sendable(TP, 100.0, NO_FORCE) is None
+    acc.mark_retry(batches[1], retry_at_ms=10.0)  # OUT_OF_ORDER_SEQUENCE after the gap
+    assert acc.next_sendable(TP, 100.0, NO_FORCE) is None
+    acc.remove(batches[2])  # the last one was written after all (acknowledged)
+    assert acc.next_sendable(TP, 5.0, NO_FORCE) is None  # backoff
+    assert acc.next_wakeup_ms(5.0, NO_FORCE) == 10.0
+    assert acc.next_sendable(TP, 10.0, NO_FORCE) is batches[0]
+    acc.mark_in_flight(batches[0], 10.0)
+    # While resending, one batch at a time (as Java does): the next waits for this answer.
+    assert acc.next_sendable(TP, 10.0, NO_FORCE) is None
+    acc.remove(batches[0])
+    assert acc.next_sendable(TP, 10.0, NO_FORCE) is batches[1]
+    acc.mark_in_flight(batches[1], 10.0)
+    acc.remove(batches[1])
+    assert acc.next_sendable(TP, 10.0, NO_FORCE) is batches[3]  # retries done: pipelining again
+    assert batches[0].first_sent_ms == 0.0  # the first send is remembered
+
+
+def test_other_partitions_are_not_held_back_by_a_retry():
+    acc = RecordAccumulator(batch_bytes_max=200, linger_ms=0)
+    first = fill(acc, TP, 1)[0]
+    other = fill(acc, OTHER, 1)[0]
+    acc.mark_in_flight(first, 0.0)
+    acc.mark_retry(first, retry_at_ms=1000.0)
+    assert acc.next_sendable(OTHER, 0.0, NO_FORCE) is other
+
+
+def test_encoded_batches_queue_behind_the_open_batch_and_seal_it():
+    acc = RecordAccumulator(batch_bytes_max=10_000, linger_ms=10_000)
+    open_batch = fill(acc, TP, 2)[0]
+    payload = encode_batch([Record(0, 0, None, b"a"), Record(1, 0, None, b"b")], base_offset=0)
+    encoded = acc.append_encoded(TP, payload, 2, object(), 0.0)
+    assert open_batch.sealed and encoded.sealed
+    assert list(acc.batches()) == [open_batch, encoded]
+    assert acc.bytes_buffered == open_batch.size_bytes + len(payload)
+    assert acc.records_buffered == 4
+    after = fill(acc, TP, 1)[0]
+    assert after is not open_batch and list(acc.batches())[-1] is after
+
+
+def test_requeue_after_a_producer_id_reset():
     acc = RecordAccumulator(batch_bytes_max=10_000, linger_ms=0)
-    head = fill(acc, TP, 1)[0]
-    head.payload = b"encoded"
-    assert fill(acc, TP, 1)[0] is not head  # no record joins bytes already sent
-    head.attempts, head.retry_at_ms = 1, 500.0
-    assert acc.ready(now_ms=499.0, force=True) == []
-    assert acc.next_wakeup_ms(0.0, force=True) == 500.0
-    assert acc.ready(now_ms=500.0) == [head]  # a retry does not wait for linger again
+    batch = fill(acc, TP, 1)[0]
+    acc.mark_in_flight(batch, 0.0)
+    acc.mark_retry(batch, 50.0)
+    assert batch.state == RETRY
+    acc.requeue(batch)
+    assert batch.state == QUEUED and acc.next_sendable(TP, 0.0, NO_FORCE) is batch
 
 
-def test_remove_keeps_the_counters_exact():
+def test_remove_keeps_the_counters_exact_and_flush_serials_advance():
     acc = RecordAccumulator(batch_bytes_max=300, linger_ms=0)
-    batches = fill(acc, TP, 10) + fill(acc, OTHER, 3)
-    assert acc.bytes_buffered == sum(b.size_bytes - BATCH_OVERHEAD for b in {id(b): b for b in batches}.values())
-    for batch in {id(b): b for b in batches}.values():
-        acc.remove(batch)
+    batches = unique(fill(acc, TP, 10) + fill(acc, OTHER, 3))
+    assert acc.bytes_buffered == sum(b.size_bytes for b in batches)
+    assert acc.oldest_serial() == batches[0].serial
+    acc.mark_in_flight(batches[0], 0.0)
+    acc.remove(batches[1])  # an answer for a later batch does not move the oldest serial
+    assert acc.oldest_serial() == batches[0].serial
+    for batch in batches:
+        if batch is not batches[1]:
+            acc.remove(batch)
     assert acc.empty and acc.bytes_buffered == 0 and acc.records_buffered == 0
+    assert acc.oldest_serial() == float("inf") and acc.last_serial == batches[-1].serial
     assert list(acc.batches()) == []
-    assert acc.next_wakeup_ms(0.0) is None
+    assert acc.next_wakeup_ms(0.0, NO_FORCE) is None
+
+
+def test_resize_charges_the_encoded_size():
+    acc = RecordAccumulator(batch_bytes_max=300, linger_ms=0)
+    batch = fill(acc, TP, 3)[0]
+    acc.resize(batch, 100)
+    assert acc.bytes_buffered == 100 == batch.size_bytes
 
 
 def test_would_open_batch():
     acc = RecordAccumulator(batch_bytes_max=200, linger_ms=0)
-    record, size = rec(b"x" * 20)
+    size = record_size_max(None, b"x" * 20, ())
     assert BATCH_OVERHEAD + 2 * size <= 200
     assert acc.would_open_batch(TP, size)
-    acc.append(TP, record, size, 0.0)
+    fill(acc, TP, 1, value=b"x" * 20)
     assert not acc.would_open_batch(TP, size)
     assert acc.would_open_batch(TP, 10_000)

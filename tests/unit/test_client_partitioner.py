@@ -91,3 +91,42 @@ def test_sticky_partitioner_is_per_topic_and_survives_fewer_partitions():
     sticky.next_partition("b", 100)
     assert sticky.partition("a", 100) == a  # moving b does not move a
     assert 0 <= sticky.partition("a", 1) < 1  # a topic that shrank (metadata) gets a valid choice
+
+
+# ------------------------------------------------------------------ vectorized (send_arrow)
+
+
+def _buffers(keys: list[bytes]):
+    import numpy as np
+    import pyarrow as pa
+
+    array = pa.array(keys, pa.binary())
+    offsets = np.frombuffer(array.buffers()[1], np.int32)[: len(array) + 1]
+    data_buffer = array.buffers()[2]
+    data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.empty(0, np.uint8)
+    return offsets, data
+
+
+def test_murmur2_array_matches_the_java_vectors():
+    from broker.client.partitioner import murmur2_array
+
+    offsets, data = _buffers([k for k, _ in JAVA_VECTORS] + [b""])
+    assert murmur2_array(offsets, data).tolist() == [v for _, v in JAVA_VECTORS] + [275646681]
+
+
+@given(st.lists(st.binary(max_size=40), max_size=60), st.integers(min_value=1, max_value=50))
+@settings(max_examples=200)
+def test_murmur2_array_and_partitions_agree_with_the_scalar_version(keys, partitions):
+    from broker.client.partitioner import murmur2_array, partitions_for_keys
+
+    offsets, data = _buffers(keys)
+    assert murmur2_array(offsets, data).tolist() == [murmur2(k) for k in keys]
+    assert partitions_for_keys(offsets, data, partitions).tolist() == [partition_for_key(k, partitions) for k in keys]
+
+
+def test_murmur2_array_of_equal_length_keys_uses_one_block():
+    from broker.client.partitioner import murmur2_array
+
+    keys = [b"key-%06d" % i for i in range(1000)]  # all 10 bytes: the contiguous fast path
+    offsets, data = _buffers(keys)
+    assert murmur2_array(offsets, data).tolist() == [murmur2(k) for k in keys]

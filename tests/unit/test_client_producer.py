@@ -35,6 +35,15 @@ def produce_requests(kafka) -> list:
     return [r for b in kafka.brokers for _, r in b.requests_for(ApiKey.PRODUCE)]
 
 
+def wait_until(predicate, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
 def values(kafka, partition, topic="t") -> list[bytes]:
     return [r.value for r in kafka.records(topic, partition)]
 
@@ -161,8 +170,11 @@ def test_acks_zero_gets_no_response_and_no_offsets(kafka):
 
 def test_idempotence_requires_acks_all(kafka):
     with pytest.raises(ValueError, match="acks"):
-        Producer(kafka.bootstrap, acks=1)
-    p = Producer(kafka.bootstrap, acks=1, enable_idempotence=False, linger_ms=0)
+        Producer(kafka.bootstrap, acks=1, enable_idempotence=True)
+    # KIP-679: idempotence is on by default, but only implicitly, so acks 0/1 turn it off.
+    assert Producer(kafka.bootstrap).idempotent
+    p = Producer(kafka.bootstrap, acks=1, linger_ms=0)
+    assert not p.idempotent
     p.send("t", b"v", partition=0)
     p.close()
     assert kafka.batch_headers("t", 0)[0].producer_id == -1
@@ -211,7 +223,8 @@ def test_full_batches_go_out_without_waiting_for_linger(kafka):
     p = producer(kafka, linger_ms=60_000, batch_bytes_max=300)
     for _ in range(20):
         p.send("t", b"x" * 30, partition=0)
-    assert produce_requests(kafka)  # sent during send(), before any flush
+    # The I/O thread sends full batches on its own, long before linger or any flush.
+    assert wait_until(lambda: len(produce_requests(kafka)) >= 2)
     p.close()
     assert len(values(kafka, 0)) == 20
 

@@ -1,0 +1,72 @@
+"""Kafka's client property names (``linger.ms``, ``max.partition.fetch.bytes``...) to the
+keyword arguments of ``Producer`` and ``Consumer``, for ``pylog perf --producer-props`` and
+anyone holding a Kafka-style configuration. Unknown names raise ``ValueError`` naming them: a typo
+must not be silently ignored.
+"""
+
+from __future__ import annotations
+
+__all__ = ["producer_options_from_properties", "consumer_options_from_properties"]
+
+
+def _flag(text) -> bool:
+    return str(text).strip().lower() == "true"
+
+
+_PRODUCER_PROPERTIES = {
+    "acks": ("acks", str),
+    "compression.type": ("compression", str),
+    "enable.idempotence": ("enable_idempotence", _flag),
+    "linger.ms": ("linger_ms", int),
+    "batch.size": ("batch_bytes_max", int),
+    "max.request.size": ("request_bytes_max", int),
+    "buffer.memory": ("buffer_bytes_max", int),
+    "retries": ("retries", int),
+    "delivery.timeout.ms": ("delivery_timeout_ms", int),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "max.block.ms": ("max_block_ms", int),
+    "max.in.flight.requests.per.connection": ("max_in_flight_requests", int),
+    "client.id": ("client_id", str),
+}
+
+
+def producer_options_from_properties(props: dict[str, str]) -> dict:
+    """Kafka producer property names (``linger.ms``...) to ``Producer`` keyword arguments."""
+    return _options(props, _PRODUCER_PROPERTIES, "producer")
+
+
+_CONSUMER_PROPERTIES = {
+    "isolation.level": ("isolation_level", str),
+    "auto.offset.reset": ("auto_offset_reset", str),
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", int),
+    "fetch.min.bytes": ("fetch_min_bytes", int),
+    "fetch.max.bytes": ("fetch_max_bytes", int),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
+    "fetch.buffer.bytes.max": ("fetch_buffer_bytes_max", int),
+    "check.crcs": ("check_crcs", _flag),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "client.id": ("client_id", str),
+}
+
+
+def consumer_options_from_properties(props: dict[str, str]) -> dict:
+    """Kafka consumer property names to ``Consumer`` keyword arguments."""
+    return _options(props, _CONSUMER_PROPERTIES, "consumer")
+
+
+def _options(props: dict[str, str], table: dict, what: str) -> dict:
+    out, unknown = {}, []
+    for name, text in props.items():
+        entry = table.get(name)
+        if entry is None:
+            unknown.append(name)
+            continue
+        option, parse = entry
+        try:
+            out[option] = parse(text)
+        except ValueError:
+            raise ValueError(f"invalid value {text!r} for {what} property {name}") from None
+    if unknown:
+        raise ValueError(f"unknown {what} properties: {', '.join(unknown)} "
+                         f"(known: {', '.join(sorted(table))})")
+    return out

@@ -1,0 +1,704 @@
+"""The producer's I/O thread: drains the accumulator into pipelined Produce requests.
+
+Threading model. ``Producer`` methods run on the caller's threads and touch the accumulator
+only under ``ProducerState.lock``. The sender's state (the ``Cluster`` with every socket and the
+metadata cache, requests in flight, producer id and sequences) is owned by whoever holds the
+sender's *I/O lock* and runs a *turn*. One background thread per producer (started on first use)
+runs turns whenever something is due: it sleeps in ``select`` on its connections, on the next
+linger/backoff/timeout deadline, and on a wake-up socket the user threads write a byte to when
+they open a batch; it alone does the blocking set-up work (metadata, InitProducerId) and owns
+every timer. A user thread that has just filled a batch also runs a non-blocking turn itself when
+the I/O lock is free (``Sender.help``): with the GIL, an I/O thread woken by the kernel waits up
+to the switch interval (5 ms) for a thread that is busy appending, so handing every send to it
+would cap throughput at a few batches per switch interval (measured: 30-40 k records/s with
+16 KiB batches); sending from the appending thread removes that convoy. Neither lock is held
+across a blocking wait; ``ProducerState.lock`` is never held across I/O or encoding. Waiting user
+threads (a full buffer, ``flush``, ``Delivery.get``, a topic's first metadata) sleep on the
+state's condition, which every turn notifies when a batch finishes.
+
+One turn: answer metadata requests (I/O thread only); expire batches past
+``delivery_timeout_ms``; get a producer id if needed (I/O thread only); for each leader, while its
+connection has fewer than
+``max_in_flight_requests`` Produce requests outstanding, build one request with the next
+sendable batch of each partition it leads (``accumulator.next_sendable``: strictly in order)
+up to ``request_bytes_max``, stamp producer id / epoch / sequence into batches sent for the
+first time, and send it; then take every answer that has already arrived. Responses come back in
+order per connection; each partition's answer acknowledges, retries (same bytes, after
+``retry_backoff_ms``) or fails its batch.
+
+Idempotence: sequences are assigned when a batch is first sent, in queue order, so a retried
+batch keeps its sequence and the broker deduplicates it (reference section 4). With several
+batches of a partition in flight, a failure of one makes the later ones come back with
+OUT_OF_ORDER_SEQUENCE_NUMBER; that answer is retriable while an earlier batch of the partition
+awaits its retry (it says "not written"), and the accumulator then resends from the first
+unacknowledged batch, in order. A batch that fails for good leaves a gap in the sequence, so
+once nothing is in flight the producer takes a fresh producer id and restamps the batches not
+yet written (sequences from 0); batches whose outcome is unknown (an attempt timed out or lost
+its connection) are failed instead of being restamped, because resending them under a new id
+could write them twice.
+"""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import threading
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+
+from broker.client.accumulator import IN_FLIGHT, ProducerBatch, RecordAccumulator
+from broker.client.config import ClientConfig
+from broker.client.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+)
+from broker.client.metadata import Cluster
+from broker.client.produce_request import (
+    encode_records,
+    produce_error_text,
+    produce_request,
+    stamp_producer,
+)
+from broker.wire import ApiKey, ErrorCode
+
+__all__ = ["ProducerSettings", "ProducerState", "Sender"]
+
+_SEQUENCE_MOD = 1 << 31
+_RESPONSE_MARGIN_MS = 1000  # the broker answers REQUEST_TIMED_OUT at timeout_ms; wait a bit longer
+
+
+@dataclass(frozen=True)
+class ProducerSettings:
+    acks: int
+    idempotent: bool
+    compression: int
+    retries: int
+    delivery_timeout_ms: int
+    request_bytes_max: int
+    max_in_flight: int
+    config: ClientConfig
+
+
+@dataclass
+class ProducerState:
+    """Everything user threads and the sender share; guarded by ``lock`` (and ``cond`` on it)."""
+
+    accumulator: RecordAccumulator
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    cond: threading.Condition = None  # type: ignore[assignment]
+    partitions: dict[str, int] = field(default_factory=dict)  # topic -> partition count
+    metadata_wanted: set[str] = field(default_factory=set)
+    metadata_errors: dict[str, KafkaError] = field(default_factory=dict)
+    force_serial: int = -1  # batches up to this serial are ready regardless of linger (flush)
+    buffer_waiters: int = 0  # user threads blocked on buffer_bytes_max: everything is ready
+    unreported: list = field(default_factory=list)  # failed batches not yet raised by flush
+    reported: set = field(default_factory=set)  # failed deliveries already raised by get()
+    stats: dict = field(default_factory=lambda: defaultdict(int))
+    closing: bool = False
+    abandon: bool = False  # close(flush=False): fail what is not in flight
+    fatal: BaseException | None = None  # the sender thread died of a bug
+    sender_sleeping: bool = False
+    wake_w: socket.socket | None = None
+
+    def __post_init__(self) -> None:
+        self.cond = threading.Condition(self.lock)
+
+    def wake(self) -> None:
+        """Wake the sender out of ``select`` (call with the lock held)."""
+        if self.sender_sleeping and self.wake_w is not None:
+            self.sender_sleeping = False
+            try:
+                self.wake_w.send(b"\0")
+            except (BlockingIOError, OSError):
+                pass  # the pipe is full or closed: the sender is awake or gone either way
+
+
+@dataclass
+class _Request:
+    node: int
+    conn: object
+    batches: list[ProducerBatch]
+
+
+class Sender:
+    """The I/O thread of one producer (see the module docstring)."""
+
+    def __init__(self, cluster: Cluster, state: ProducerState, settings: ProducerSettings) -> None:
+        self._cluster = cluster
+        self._clock = cluster.clock
+        self._state = state
+        self._acc = state.accumulator
+        self._s = settings
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._sequences: dict[tuple[str, int], int] = {}
+        self._reset_pending = False
+        # connection -> (socket it went out on, batches) per request in flight, oldest first
+        self._inflight: dict[object, deque[tuple[object, list[ProducerBatch]]]] = {}
+        self._watched: dict[object, object] = {}  # connection -> socket registered in the selector
+        self._leader_retry_at = 0.0
+        self._pid_retry_at = 0.0
+        self._wake_r, state.wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        state.wake_w.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._io_lock = threading.Lock()  # held by whichever thread runs a turn (see ``help``)
+        self._sent_last_turn = False
+        self._sleep_until = 0.0  # when the sleeping I/O thread plans its next turn
+        self._needs_background = False  # a turn left set-up work (producer id, metadata) to it
+        self._thread = threading.Thread(target=self._run, name="pylog-producer-sender", daemon=True)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def producer_id(self) -> int:
+        return self._producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self._producer_epoch
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def started(self) -> bool:
+        return self._thread.ident is not None
+
+    def join(self, timeout_s: float | None = None) -> None:
+        if self.started:
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._io_lock:
+                    if not self._turn(background=True):
+                        break
+                    timeout = self._sleep_timeout()
+                events = self._selector.select(None if timeout is None else max(timeout, 0) / 1000)
+                with self._state.lock:
+                    self._state.sender_sleeping = False
+                if any(key.data is None for key, _ in events):
+                    self._drain_wake_pipe()
+        except BaseException as exc:  # a bug in the sender: every waiting caller must learn it
+            error = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"producer I/O thread failed: {exc!r}")
+            with self._state.cond:
+                self._state.fatal = exc
+                for batch in list(self._acc.batches()):
+                    self._fail(batch, error, reset=False)
+                self._state.cond.notify_all()
+            raise
+        finally:
+            with self._io_lock:
+                self._cluster.close()
+                self._selector.close()
+            self._wake_r.close()
+            with self._state.lock:
+                wake_w, self._state.wake_w = self._state.wake_w, None
+            if wake_w is not None:
+                wake_w.close()
+
+    def help(self) -> None:
+        """Run one non-blocking turn on the caller's thread, if no other thread is in one.
+
+        Called by ``send``/``send_arrow`` when they filled a batch: a thread busy appending
+        holds the GIL, and an I/O thread woken by the kernel waits up to the interpreter's
+        switch interval (5 ms) for it at every step; sending from the appending thread itself
+        keeps batches flowing. The I/O thread still owns timers (linger, backoff, timeouts),
+        metadata and producer ids, and is woken to recompute its timers."""
+        if not self._io_lock.acquire(False):
+            with self._state.lock:
+                self._state.wake()
+            return
+        try:
+            if self._selector.get_map() is None:
+                return  # closed
+            self._turn(background=False)
+            now = self._clock.monotonic_ms()
+            with self._state.lock:
+                # Wake the I/O thread only when it must act sooner than it planned to: answers
+                # wake it by themselves (the sockets are in its selector).
+                timeout = self._timeout_ms(now, sent_any=False, helper=True)
+                if self._needs_background or (timeout is not None and now + timeout < self._sleep_until):
+                    self._state.wake()
+        finally:
+            self._io_lock.release()
+
+    # ------------------------------------------------------------------ one turn
+
+    def _turn(self, background: bool) -> bool:
+        """Send what is sendable and take every answer already there, without waiting (the
+        I/O lock is held). Only the I/O thread (``background``) does blocking set-up work:
+        metadata and producer ids. False once the producer is closed and everything is done."""
+        if background:
+            self._serve_metadata_requests()
+        now = self._clock.monotonic_ms()
+        with self._state.lock:
+            if self._state.abandon:
+                self._abandon_unsent()
+            self._expire(now)
+            if self._state.closing and self._acc.empty and not self._inflight_total():
+                return False
+            if self._reset_pending and not self._inflight_total():
+                self._reset_producer_id()
+            need_pid = (self._s.idempotent and self._producer_id < 0 and not self._acc.empty
+                        and now >= self._pid_retry_at)
+        self._needs_background = need_pid or bool(self._state.metadata_wanted)
+        if need_pid:
+            if not background:
+                return True
+            self._init_producer_id()
+        self._receive_ready()  # answers and broken connections first: they free slots, fix leaders
+        sent_any = False
+        if self._producer_id >= 0 or not self._s.idempotent:
+            for request in self._collect(now):
+                self._send(request)
+                sent_any = True
+        self._receive_ready()
+        self._expire_requests(self._clock.monotonic_ms())
+        self._sent_last_turn = sent_any
+        return True
+
+    def _receive_ready(self) -> None:
+        """Take every answer that has arrived (the sockets say so), without blocking."""
+        for _ in range(64):  # bounded: answers that keep coming are taken next turn
+            events = [(key.data, key.fileobj) for key, _ in self._selector.select(0) if key.data is not None]
+            if not events:
+                return
+            for conn, sock in events:
+                self._receive(conn, sock)
+
+    def _drain_wake_pipe(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def _sleep_timeout(self) -> float | None:
+        """The I/O thread's wait before its next turn (I/O lock held); marks it sleeping."""
+        now = self._clock.monotonic_ms()
+        with self._state.lock:
+            timeout = self._timeout_ms(now, self._sent_last_turn)
+            self._state.sender_sleeping = timeout is None or timeout > 0
+            self._sleep_until = float("inf") if timeout is None else now + timeout
+        return timeout
+
+    def _inflight_total(self) -> int:
+        return sum(len(q) for q in self._inflight.values())
+
+    # ------------------------------------------------------------------ metadata
+
+    def _serve_metadata_requests(self) -> None:
+        with self._state.lock:
+            wanted = list(self._state.metadata_wanted)
+        if not wanted:
+            return
+        for topic in wanted:
+            try:
+                meta = self._cluster.topic(topic)
+            except KafkaError as exc:
+                unknown = exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if exc.retriable and not (unknown and not self._s.config.allow_auto_topic_creation):
+                    continue  # ask again next turn; the caller waits up to max_block_ms
+                with self._state.cond:
+                    self._state.metadata_errors[topic] = exc
+                    self._state.metadata_wanted.discard(topic)
+                    self._state.cond.notify_all()
+                continue
+            with self._state.cond:
+                if meta.partitions:
+                    self._state.partitions[topic] = len(meta.partitions)
+                    self._state.metadata_wanted.discard(topic)
+                    self._state.cond.notify_all()
+        with self._state.lock:
+            if self._state.metadata_wanted:
+                self._leader_retry_at = self._clock.monotonic_ms() + self._s.config.retry_backoff_ms
+
+    # ------------------------------------------------------------------ producer id
+
+    def _init_producer_id(self) -> None:
+        """InitProducerId without a transactional id; a final error fails what is queued."""
+        try:
+            conn = self._cluster.any_connection()
+            version = conn.version_for(ApiKey.INIT_PRODUCER_ID)
+            response = conn.request(ApiKey.INIT_PRODUCER_ID, {
+                "transactional_id": None,
+                "transaction_timeout_ms": 60_000,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            }, version)
+            if response.error_code != ErrorCode.NONE:
+                raise KafkaError(response.error_code, "InitProducerId failed")
+        except KafkaError as exc:
+            with self._state.cond:
+                self._pid_retry_at = self._clock.monotonic_ms() + self._s.config.retry_backoff_ms
+                if not exc.retriable:
+                    for batch in list(self._acc.batches()):
+                        if batch.state != IN_FLIGHT:
+                            self._fail(batch, exc, reset=False)
+                    self._state.cond.notify_all()
+                else:
+                    for batch in self._acc.batches():
+                        batch.last_error = exc
+            return
+        with self._state.lock:
+            self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
+            self._sequences.clear()
+            self._state.stats["producer_ids"] += 1
+
+    def _reset_producer_id(self) -> None:
+        """After a batch failed for good: restamp what was not written under a new id (lock held)."""
+        self._reset_pending = False
+        self._producer_id, self._producer_epoch = -1, -1
+        self._sequences.clear()
+        for batch in list(self._acc.batches()):
+            if not batch.stamped:
+                continue
+            if batch.outcome_unknown:
+                cause = batch.last_error or KafkaTimeoutError("no answer")
+                self._fail(batch, KafkaError(
+                    getattr(cause, "code", ErrorCode.UNKNOWN_SERVER_ERROR),
+                    f"{_tp(batch.tp)}: not retried under a new producer id because an earlier "
+                    f"attempt may have been written ({cause})"), reset=False)
+                continue
+            batch.base_sequence = -1
+            self._acc.requeue(batch)
+        self._state.cond.notify_all()
+
+    # ------------------------------------------------------------------ sending
+
+    def _collect(self, now: float) -> list[_Request]:
+        """Build the requests to send now (lock taken inside; leaders and connections outside)."""
+        with self._state.lock:
+            if self._reset_pending or self._state.abandon:
+                return []
+            tps = self._acc.partitions()
+        if not tps:
+            return []
+        by_node: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        leaderless = []
+        for tp in tps:
+            try:
+                leader = self._cluster.leader_for(*tp)
+            except KafkaError as exc:
+                leader, error = -1, exc
+            else:
+                error = KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{_tp(tp)} has no leader")
+            if leader < 0:
+                leaderless.append((tp, error))
+            else:
+                by_node[leader].append(tp)
+        if leaderless:
+            self._note_leaderless(leaderless, now)
+        conns = {}
+        for node in by_node:
+            try:
+                conns[node] = self._cluster.connection(node)
+            except KafkaError as exc:
+                self._note_unreachable(by_node[node], exc, now)
+                continue
+            self._drop_stale(conns[node])
+        requests = []
+        with self._state.lock:
+            if self._state.abandon:
+                return []
+            force = self._state.force_serial if not self._state.buffer_waiters else self._acc.last_serial
+            if self._state.closing:
+                force = self._acc.last_serial
+            for node, conn in conns.items():
+                pending = self._inflight.setdefault(conn, deque())
+                while len(pending) + sum(1 for r in requests if r.conn is conn) < self._s.max_in_flight:
+                    batches = self._take_batches(by_node[node], now, force)
+                    if not batches:
+                        break
+                    requests.append(_Request(node, conn, batches))
+        return requests
+
+    def _take_batches(self, tps, now: float, force: int) -> list[ProducerBatch]:
+        """At most one batch per partition, in order, up to request_bytes_max (lock held)."""
+        chosen, total = [], 0
+        for tp in tps:
+            batch = self._acc.next_sendable(tp, now, force)
+            if batch is None:
+                continue
+            size = len(batch.payload) if batch.payload is not None else batch.size_bytes
+            if chosen and total + size > self._s.request_bytes_max:
+                continue
+            if self._s.idempotent and not batch.stamped:
+                batch.producer_id, batch.producer_epoch = self._producer_id, self._producer_epoch
+                batch.base_sequence = self._sequences.get(tp, 0)
+                self._sequences[tp] = (batch.base_sequence + batch.record_count) % _SEQUENCE_MOD
+            self._acc.mark_in_flight(batch, now)
+            chosen.append(batch)
+            total += size
+        return chosen
+
+    def _note_leaderless(self, leaderless, now: float) -> None:
+        if now >= self._leader_retry_at:
+            for tp, _ in leaderless:
+                self._cluster.invalidate(tp[0])
+            self._leader_retry_at = now + self._s.config.retry_backoff_ms
+        with self._state.lock:
+            for tp, error in leaderless:
+                for batch in self._acc.batches():
+                    if batch.tp == tp:
+                        batch.last_error = error
+
+    def _note_unreachable(self, tps, error: KafkaError, now: float) -> None:
+        self._leader_retry_at = now + self._s.config.retry_backoff_ms
+        with self._state.lock:
+            wanted = set(tps)
+            for batch in self._acc.batches():
+                if batch.tp in wanted:
+                    batch.last_error = error
+
+    def _send(self, request: _Request) -> None:
+        for batch in request.batches:
+            self._encode(batch)
+        body = produce_request(request.batches, self._s.acks, self._s.config.request_timeout_ms)
+        conn = request.conn
+        timeout = self._s.config.request_timeout_ms + _RESPONSE_MARGIN_MS
+        try:
+            version = conn.version_for(ApiKey.PRODUCE)
+            conn.send(ApiKey.PRODUCE, body, version, expect_response=self._s.acks != 0, timeout_ms=timeout)
+        except KafkaError as exc:  # the connection is closed: what was in flight on it is lost too
+            self._connection_failed(conn, exc)
+            with self._state.cond:
+                self._retry_or_fail(request.batches, exc, unknown=True)
+                self._state.cond.notify_all()
+            return
+        stats = self._state.stats
+        stats["requests_sent"] += 1
+        stats["batches_sent"] += len(request.batches)
+        if self._s.acks == 0:
+            with self._state.cond:
+                for batch in request.batches:
+                    self._succeed(batch, -1, -1)
+                self._state.cond.notify_all()
+            return
+        pending = self._inflight.setdefault(conn, deque())
+        pending.append((conn.selectable, request.batches))
+        if len(pending) > stats["inflight_requests_peak"]:
+            stats["inflight_requests_peak"] = len(pending)
+        self._watch(conn)
+
+    def _watch(self, conn) -> None:
+        """Have the selector watch ``conn``'s current socket (a reconnect makes a new one)."""
+        sock = conn.selectable
+        if sock is None or self._watched.get(conn) is sock:
+            return
+        self._unwatch(conn)
+        stale = self._selector.get_map().get(sock.fileno())
+        if stale is not None:  # the descriptor of a socket closed behind our back, reused
+            self._selector.unregister(stale.fileobj)
+            self._watched.pop(stale.data, None)
+        self._selector.register(sock, selectors.EVENT_READ, conn)
+        self._watched[conn] = sock
+
+    def _unwatch(self, conn) -> None:
+        sock = self._watched.pop(conn, None)
+        if sock is not None:
+            try:
+                self._selector.unregister(sock)  # by object: works after the socket closed
+            except (KeyError, ValueError):
+                pass
+
+    def _drop_stale(self, conn) -> None:
+        """Requests sent on an earlier socket of ``conn`` will never be answered."""
+        pending = self._inflight.get(conn)
+        if pending and pending[0][0] is not conn.selectable:
+            self._connection_failed(conn, KafkaConnectionError(f"{conn.address}: connection lost"))
+
+    def _encode(self, batch: ProducerBatch) -> None:
+        """Encode an open batch's records, or stamp a pre-encoded one (outside the lock: the
+        batch is in flight, so no user thread touches it)."""
+        if batch.payload is None:
+            batch.payload = encode_records(batch, self._s.compression)
+            with self._state.lock:
+                self._acc.resize(batch, len(batch.payload))
+                batch.keys, batch.values, batch.timestamps = [], [], []  # free the Python objects
+                batch.headers = {}
+        elif self._s.idempotent:
+            batch.payload = stamp_producer(batch.payload, batch.producer_id, batch.producer_epoch,
+                                           batch.base_sequence)
+
+    # ------------------------------------------------------------------ waiting and answers
+
+    def _timeout_ms(self, now: float, sent_any: bool, helper: bool = False) -> float | None:
+        """How long ``select`` may sleep (lock held); None = until an answer or a wake-up.
+
+        A batch that is ready but was not sent this turn is blocked (its leader is at
+        max_in_flight, has no leader or is unreachable, no producer id yet): an answer or a
+        wake-up ends the wait, else the retry backoff. After sending, loop again at once.
+        ``helper``: for a user thread's turn, which leaves blocked batches to the answers."""
+        force = self._acc.last_serial if (self._state.buffer_waiters or self._state.closing) \
+            else self._state.force_serial
+        times = []
+        wake = self._acc.next_wakeup_ms(now, force)
+        if wake is not None:
+            if wake > now:
+                times.append(wake)
+            elif helper:
+                pass
+            elif sent_any:
+                times.append(now)
+            else:
+                times.append(now + max(self._s.config.retry_backoff_ms, 1))
+        if self._state.metadata_wanted:
+            times.append(self._leader_retry_at)
+        for conn, pending in self._inflight.items():
+            if pending and conn.oldest_deadline_ms is not None:
+                times.append(conn.oldest_deadline_ms)
+        oldest = min((b.created_ms for b in self._acc.oldest_waiting()), default=None)
+        if oldest is not None:
+            times.append(oldest + self._s.delivery_timeout_ms)
+        if self._reset_pending and not self._inflight_total():
+            times.append(now)
+        if self._state.abandon or (self._state.closing and self._acc.empty and not self._inflight_total()):
+            times.append(now)
+        return None if not times else min(times) - now
+
+    def _receive(self, conn, sock) -> None:
+        if sock is not conn.selectable:  # an event of a socket that is gone
+            try:
+                self._selector.unregister(sock)
+            except (KeyError, ValueError):
+                pass
+            if self._watched.get(conn) is sock:
+                del self._watched[conn]
+            return
+        self._drop_stale(conn)
+        pending = self._inflight.get(conn)
+        if not pending:  # readable with nothing asked: the broker closed an idle connection
+            self._unwatch(conn)
+            conn.close()
+            return
+        try:
+            response = conn.receive()
+        except KafkaError as exc:
+            self._connection_failed(conn, exc)
+            return
+        _, batches = pending.popleft()
+        with self._state.cond:
+            self._handle_response(batches, response)
+            self._state.cond.notify_all()
+
+    def _connection_failed(self, conn, error: KafkaError) -> None:
+        """Every request in flight on ``conn`` is lost: its batches retry with the same bytes."""
+        self._unwatch(conn)
+        conn.close()
+        pending = self._inflight.pop(conn, deque())
+        self._cluster.invalidate()
+        with self._state.cond:
+            for _, batches in pending:
+                self._retry_or_fail(batches, error, unknown=True)
+            self._state.cond.notify_all()
+
+    def _expire_requests(self, now: float) -> None:
+        for conn, pending in list(self._inflight.items()):
+            if not pending:
+                continue
+            deadline = conn.oldest_deadline_ms
+            if pending[0][0] is not conn.selectable:
+                self._connection_failed(conn, KafkaConnectionError(f"{conn.address}: connection lost"))
+            elif deadline is not None and now >= deadline:
+                self._connection_failed(conn, KafkaTimeoutError(
+                    f"{conn.address}: no answer to a Produce request within request_timeout_ms"))
+
+    def _handle_response(self, batches: list[ProducerBatch], response) -> None:
+        answers = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
+        for batch in batches:
+            answer = answers.get(batch.tp)
+            if answer is None:
+                self._retry_or_fail([batch], KafkaProtocolError(
+                    f"Produce response has no answer for {_tp(batch.tp)}"), unknown=True)
+                continue
+            code = answer.error_code
+            if code == ErrorCode.NONE:
+                self._succeed(batch, answer.base_offset, answer.log_append_time_ms)
+            elif code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                self._succeed(batch, -1, -1)  # written before; the broker no longer knows where
+            else:
+                error = KafkaError(code, produce_error_text(batch, answer))
+                if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self._after_a_gap(batch):
+                    error.retriable_override = True  # an earlier batch was not written: resend in order
+                self._cluster.on_partition_error(batch.tp[0], code)
+                self._retry_or_fail([batch], error, unknown=False)
+
+    def _after_a_gap(self, batch: ProducerBatch) -> bool:
+        """True when an earlier batch of the partition awaits a retry or was failed (lock held)."""
+        if self._reset_pending:
+            return True
+        for other in self._acc.batches():
+            if other is batch:
+                return False
+            if other.tp == batch.tp and other.state != IN_FLIGHT:
+                return True
+        return False
+
+    # ------------------------------------------------------------------ outcomes (lock held)
+
+    def _succeed(self, batch: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
+        self._acc.remove(batch)
+        batch.base_offset = base_offset
+        batch.log_append_time_ms = log_append_time_ms if log_append_time_ms is not None else -1
+        batch.completed_ms = self._clock.monotonic_ms()
+        batch.done = True  # last: every Delivery of the batch reads the fields above through it
+        self._state.stats["records_acknowledged"] += batch.record_count
+
+    def _retry_or_fail(self, batches: list[ProducerBatch], error: KafkaError, unknown: bool) -> None:
+        now = self._clock.monotonic_ms()
+        for batch in batches:
+            if batch.state != IN_FLIGHT:
+                continue
+            batch.attempts += 1
+            batch.last_error = error
+            batch.outcome_unknown = batch.outcome_unknown or unknown
+            expired = now - batch.created_ms >= self._s.delivery_timeout_ms
+            if error.retriable and batch.attempts <= self._s.retries and not expired:
+                self._acc.mark_retry(batch, now + self._s.config.retry_backoff_ms)
+                self._state.stats["retries"] += 1
+            else:
+                self._fail(batch, error)
+
+    def _fail(self, batch: ProducerBatch, error: KafkaError, reset: bool = True) -> None:
+        self._acc.remove(batch)
+        if reset and self._s.idempotent and batch.stamped:
+            self._reset_pending = True  # its sequences leave a gap: later batches need a new id
+        batch.error = error
+        batch.completed_ms = self._clock.monotonic_ms()
+        batch.done = True
+        self._state.unreported.append(batch)
+        self._state.stats["records_failed"] += batch.record_count
+
+    def _expire(self, now: float) -> None:
+        """Fail batches older than ``delivery_timeout_ms`` that are not in flight (lock held)."""
+        deadline = now - self._s.delivery_timeout_ms
+        expired = []
+        for oldest in list(self._acc.oldest_waiting()):  # younger batches expire after these
+            if oldest.created_ms <= deadline:
+                expired.extend(b for b in self._acc.batches()
+                               if b.tp == oldest.tp and b.state != IN_FLIGHT and b.created_ms <= deadline)
+        for batch in expired:
+            cause = f": last error {batch.last_error}" if batch.last_error else ""
+            self._fail(batch, KafkaTimeoutError(
+                f"{_tp(batch.tp)}: {batch.record_count} record(s) not delivered within "
+                f"delivery_timeout_ms ({self._s.delivery_timeout_ms}){cause}"))
+        if expired:
+            self._state.cond.notify_all()
+
+    def _abandon_unsent(self) -> None:
+        error = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "producer closed before the record was sent")
+        for batch in list(self._acc.batches()):
+            if batch.state != IN_FLIGHT:
+                self._fail(batch, error, reset=False)
+        self._state.cond.notify_all()
+
+
+def _tp(tp: tuple[str, int]) -> str:
+    return f"{tp[0]}-{tp[1]}"
