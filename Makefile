@@ -50,7 +50,7 @@ test-unit: python-packages
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 demo: setup
-	$(VENV)/bin/pylog demo
+	$(PY) -m spark_log.demo
 
 bench: setup
 	@$(MAKE) --no-print-directory system-packages APT_PACKAGES="$(BENCH_APT_PACKAGES)"

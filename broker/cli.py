@@ -28,9 +28,11 @@ def _build_parser() -> argparse.ArgumentParser:
     add_consume_parser(sub)
     add_cluster_parser(sub)
 
+    from broker.tools.groups import add_groups_parser
     from broker.tools.perf import add_perf_parser
 
     add_perf_parser(sub)
+    add_groups_parser(sub)
 
     broker = sub.add_parser("broker", help="run one broker in the foreground")
     broker_actions = broker.add_subparsers(dest="broker_command", required=True, metavar="ACTION")
@@ -67,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
             from broker.tools.produce_consume import run_consume
 
             return run_consume(args, sys.stdout.buffer, sys.stderr)
+        if args.command == "groups":
+            from broker.tools.groups import run_groups
+
+            return run_groups(args, sys.stdout, sys.stderr)
         if args.command == "perf":
             from broker.tools.perf import run_perf
 

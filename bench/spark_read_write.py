@@ -1,0 +1,251 @@
+"""The Spark connector end to end, against Spark's own Parquet reader in the same run.
+
+Setup: ``pylog cluster up`` (ZooKeeper + 1 broker) in a temporary directory; ``--records``
+records of ``--value-bytes`` bytes (no key) are produced with ``Producer.send_arrow`` into a
+topic of ``--partitions`` partitions; one SparkSession ``local[2]`` (the target machine's two
+cores) copies the topic to Parquet with ``spark.read.format("pylog")`` so both sides hold the
+same rows.
+
+Measured (median of ``--repeat`` rounds; contenders run interleaved after one warm-up run each,
+so load from elsewhere on the machine hits them alike):
+
+- read: ``count(*)`` and ``sum(length(value))`` over ``spark.read.format("pylog")`` and over
+  ``spark.read.parquet`` of the same rows; ratio = Parquet time / pylog time (target >= 0.5).
+- batch write: ``df.write.format("pylog")`` of the Parquet rows' ``value`` column into a fresh
+  one-broker topic, rows/s (target >= 1,000,000).
+- streaming write: the same rows through ``readStream.parquet`` -> ``writeStream.format("pylog")``
+  with ``Trigger.AvailableNow``, rows/s (target >= 1,000,000).
+
+Every run checks its result (row counts, byte sums, the topics' high watermarks). CPU seconds per
+role (Spark's JVM, its Python workers, the broker, everything else on the machine) are printed
+so "where the time goes" is visible: with two cores, Spark's task threads, its Python workers and
+the broker compete for them, and ``cpu_s_other`` shows how much a busy machine took away. The
+read ratio is also given over CPU seconds of the run's own processes, which a busy machine
+disturbs less than wall time.
+
+Not part of the tests: ``python bench/spark_read_write.py [--records N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+from _report import report  # noqa: E402
+from broker.client import AdminClient, Producer  # noqa: E402
+from broker.tools.cluster import cluster_down, cluster_up  # noqa: E402
+from broker.tools.zookeeper import find_free_port  # noqa: E402
+
+TARGET_READ_RATIO = 0.5
+TARGET_WRITE_ROWS_PER_S = 1_000_000
+CHUNK_ROWS = 250_000
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu(pid: str, with_children: bool) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])
+    if with_children:  # workers the Python daemon forked and already reaped
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / _CLOCK_TICKS
+
+
+def cpu_by_role(broker_pid: int) -> dict[str, float]:
+    """CPU seconds so far of Spark's JVM, its Python workers, the broker, and everything else
+    (other work on the machine, which slows a run down without being part of it)."""
+    out = {"jvm": 0.0, "python_workers": 0.0, "broker": 0.0, "other": 0.0}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if int(pid) == broker_pid:
+                out["broker"] += _proc_cpu(pid, False)
+            elif b"org.apache.spark.deploy.SparkSubmit" in cmd:
+                out["jvm"] += _proc_cpu(pid, False)
+            elif b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd or b"pyspark.sql.worker" in cmd:
+                out["python_workers"] += _proc_cpu(pid, b"pyspark.daemon" in cmd)
+            elif int(pid) != os.getpid():
+                out["other"] += _proc_cpu(pid, False)
+        except (OSError, IndexError, ValueError):
+            continue  # exited meanwhile
+    return out
+
+
+class Meter:
+    """Wall time and CPU seconds per role of one measured call."""
+
+    def __init__(self, broker_pid: int) -> None:
+        self.broker_pid = broker_pid
+
+    def run(self, fn):
+        before, t0 = cpu_by_role(self.broker_pid), time.perf_counter()
+        result = fn()
+        wall = time.perf_counter() - t0
+        after = cpu_by_role(self.broker_pid)
+        return result, wall, {k: after[k] - before[k] for k in after}
+
+
+def _values(rows: int, size: int, seed: int) -> pa.Array:
+    """``rows`` distinct-looking values of ``size`` bytes (not compressible, not all equal)."""
+    rng = np.random.default_rng(seed)
+    data = rng.integers(32, 127, rows * size, dtype=np.uint8)
+    offsets = np.arange(0, (rows + 1) * size, size, dtype=np.int32)
+    return pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def produce(bootstrap: str, topic: str, records: int, value_bytes: int, partitions: int) -> float:
+    with AdminClient(bootstrap) as admin:
+        admin.create_topics(topic, partitions=partitions, replication_factor=1)
+    start = time.perf_counter()
+    with Producer(bootstrap, acks=1, enable_idempotence=False, linger_ms=5, batch_bytes_max=1 << 20) as producer:
+        for i, first in enumerate(range(0, records, CHUNK_ROWS)):
+            rows = min(CHUNK_ROWS, records - first)
+            table = pa.table({"value": _values(rows, value_bytes, i)})
+            for p in range(partitions):  # round robin in blocks: equal partitions
+                part = table.slice(p * rows // partitions, (p + 1) * rows // partitions - p * rows // partitions)
+                producer.send_arrow(topic, part, partition=p)
+        producer.flush()
+    return time.perf_counter() - start
+
+
+def high_watermarks(bootstrap: str, topic: str) -> int:
+    with AdminClient(bootstrap) as admin:
+        return sum(admin.list_offsets(topic, None, "latest").values())
+
+
+def read_agg(df):
+    from pyspark.sql import functions as F
+
+    row = df.agg(F.count("*").alias("rows"), F.sum(F.length("value")).alias("bytes")).first()
+    return row.rows, row.bytes
+
+
+def measure(meter: Meter, runs: dict, repeat: int) -> dict:
+    """Run each named call once to warm up, then ``repeat`` rounds of all of them interleaved
+    (so load from elsewhere on the machine hits every contender alike). Per name: the first
+    result, the median wall time and the median CPU seconds per role."""
+    for fn in runs.values():
+        fn()
+    samples: dict = {name: [] for name in runs}
+    for _ in range(repeat):
+        for name, fn in runs.items():
+            samples[name].append(meter.run(fn))
+    out = {}
+    for name, results in samples.items():
+        roles = results[0][2].keys()
+        out[name] = {"result": results[0][0], "seconds": statistics.median(r[1] for r in results),
+                     "cpu": {k: statistics.median(r[2][k] for r in results) for k in roles}}
+    return out
+
+
+def _cpu_fields(cpu: dict) -> dict:
+    return {f"cpu_s_{k}": v for k, v in cpu.items()}
+
+
+def run(args, root: Path) -> None:
+    import spark_log
+
+    port, zk_port = find_free_port(), find_free_port()
+    cluster_up(root / "cluster", 1, port, zk_port, [], sys.stderr)
+    bootstrap = f"127.0.0.1:{port}"
+    meter = Meter(int((root / "cluster" / "run" / "broker-0.pid").read_text().split()[0]))
+    spark = None
+    try:
+        seconds = produce(bootstrap, "bench-read", args.records, args.value_bytes, args.partitions)
+        assert high_watermarks(bootstrap, "bench-read") == args.records
+        report("produce (send_arrow, setup)", records=args.records, seconds=seconds,
+               records_per_s=args.records / seconds)
+        spark = spark_log.session(app_name="bench", master="local[2]", **{
+            "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "2g",
+            "spark.sql.shuffle.partitions": "2"})
+        spark.sparkContext.setLogLevel("ERROR")
+        source = (spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", "bench-read").load())
+        parquet = str(root / "parquet")
+        source.write.mode("overwrite").parquet(parquet)
+
+        expected = (args.records, args.records * args.value_bytes)
+        reads = measure(meter, {"pylog": lambda: read_agg(source),
+                                "parquet": lambda: read_agg(spark.read.parquet(parquet))}, args.repeat)
+        pylog, peer = reads["pylog"], reads["parquet"]
+        assert pylog["result"] == expected == peer["result"], (pylog["result"], peer["result"], expected)
+        ratio = peer["seconds"] / pylog["seconds"]
+        own = [k for k in pylog["cpu"] if k != "other"]
+        cpu_ratio = sum(peer["cpu"][k] for k in own) / sum(pylog["cpu"][k] for k in own)
+        report("spark read pylog", rows=args.records, seconds=pylog["seconds"],
+               rows_per_s=args.records / pylog["seconds"], **_cpu_fields(pylog["cpu"]))
+        report("spark read parquet (peer)", rows=args.records, seconds=peer["seconds"],
+               rows_per_s=args.records / peer["seconds"], **_cpu_fields(peer["cpu"]))
+        report("spark read ratio", parquet_over_pylog=ratio, cpu_parquet_over_pylog=cpu_ratio,
+               target=TARGET_READ_RATIO, met=ratio >= TARGET_READ_RATIO)
+
+        values = spark.read.parquet(parquet).select("value")
+        topics = iter(range(1_000_000))
+        producer_options = {"kafka.bootstrap.servers": bootstrap, "kafka.acks": "1"}
+
+        def fresh_topic(kind: str) -> str:
+            topic = f"bench-{kind}-{next(topics)}"
+            with AdminClient(bootstrap) as admin:
+                admin.create_topics(topic, partitions=1, replication_factor=1)
+            return topic
+
+        def batch_write():
+            topic = fresh_topic("write")
+            values.write.format("pylog").mode("append").options(**producer_options).option("topic", topic).save()
+            return high_watermarks(bootstrap, topic)
+
+        schema = spark.read.parquet(parquet).schema
+
+        def stream_write():
+            topic = fresh_topic("stream")
+            query = (spark.readStream.schema(schema).parquet(parquet).select("value")
+                     .writeStream.format("pylog").options(**producer_options).option("topic", topic)
+                     .option("checkpointLocation", str(root / f"checkpoint-{topic}"))
+                     .trigger(availableNow=True).start())
+            query.awaitTermination()
+            return high_watermarks(bootstrap, topic)
+
+        writes = measure(meter, {"batch": batch_write, "stream": stream_write}, args.repeat)
+        for kind, name in (("batch", "spark batch write pylog"), ("stream", "spark stream write pylog")):
+            w = writes[kind]
+            assert w["result"] == args.records, (kind, w["result"])
+            rate = args.records / w["seconds"]
+            report(name, rows=args.records, seconds=w["seconds"], rows_per_s=rate,
+                   target=TARGET_WRITE_ROWS_PER_S, met=rate >= TARGET_WRITE_ROWS_PER_S, **_cpu_fields(w["cpu"]))
+    finally:
+        if spark is not None:
+            spark.stop()
+        cluster_down(root / "cluster", sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=5_000_000)
+    parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=2, help="of the read topic (default 2: one per core)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dir", default=None, help="working directory (default: a temporary one)")
+    args = parser.parse_args(argv)
+    if args.dir:
+        root = Path(args.dir)
+        root.mkdir(parents=True, exist_ok=True)
+        run(args, root)
+    else:
+        with tempfile.TemporaryDirectory(prefix="pylog-bench-spark-") as tmp:
+            run(args, Path(tmp))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

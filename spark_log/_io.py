@@ -1,0 +1,282 @@
+"""The connector's only door to the cluster: every ``broker.client`` call and every conversion
+between records and Arrow lives here, so the rest of ``spark_log`` is planning and Spark glue.
+
+- ``ClusterView`` (driver): topics and partitions, earliest/latest offsets, offset-for-timestamp.
+- ``read_range`` (executor): the records of one ``OffsetRange`` as Arrow batches in the Kafka
+  source schema, with the executor-side data-loss check against the log start offset.
+- ``write_batches`` (executor): Arrow batches of (topic, key, value, partition, headers) to a
+  producer; returns what was written per topic-partition.
+- ``open_offset_store``: the ZooKeeper offset store of ``broker.client.offset_store``.
+
+Arrow all the way: reads use ``Consumer.poll_arrow`` and writes ``Producer.send_arrow``, both
+converting with ``broker.records.arrow`` (``decode_batches``/``encode_batches``); no record is a
+Python object on the hot path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from broker.client import AdminClient, ClientConfig, Consumer, KafkaError, Producer
+from broker.client.offset_store import ZkOffsetStore
+from broker.records.arrow import SPARK_KAFKA_SCHEMA, SPARK_KAFKA_SCHEMA_WITH_HEADERS
+from broker.wire import ErrorCode
+
+from spark_log.offsets import TopicPartition
+from spark_log.planner import (
+    FAIL_ON_DATA_LOSS_FALSE,
+    FAIL_ON_DATA_LOSS_TRUE,
+    DataLossError,
+    OffsetRange,
+)
+
+__all__ = [
+    "ARROW_SCHEMA",
+    "ARROW_SCHEMA_WITH_HEADERS",
+    "ClusterView",
+    "ReadSettings",
+    "read_range",
+    "WriteSettings",
+    "write_batches",
+    "open_offset_store",
+]
+
+log = logging.getLogger(__name__)
+
+ARROW_SCHEMA = SPARK_KAFKA_SCHEMA
+ARROW_SCHEMA_WITH_HEADERS = SPARK_KAFKA_SCHEMA_WITH_HEADERS
+
+# Fetch up to this much of a partition per request (kafka.max.partition.fetch.bytes overrides):
+# a Spark task reads one partition, so bigger fetches mean fewer round trips.
+PARTITION_FETCH_BYTES = 4 << 20
+
+
+# ---------------------------------------------------------------------------------- driver side
+
+class ClusterView:
+    """Driver-side lookups over one ``AdminClient``. Not picklable; ``close()`` when done."""
+
+    def __init__(self, bootstrap_servers: str, *, isolation_level: str = "read_uncommitted",
+                 request_timeout_ms: int | None = None, client_id: str = "pylog-spark-driver") -> None:
+        config = ClientConfig(client_id=client_id)
+        if request_timeout_ms is not None:
+            config = config.with_(request_timeout_ms=request_timeout_ms)
+        self._admin = AdminClient(bootstrap_servers, config=config)
+        self._isolation = isolation_level
+
+    def close(self) -> None:
+        self._admin.close()
+
+    def __enter__(self) -> "ClusterView":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def topic_partitions(self) -> dict[str, list[int]]:
+        """Every non-internal topic with its partition ids, fresh from the cluster (one Metadata
+        request). Topics being created or deleted (an error code) are left out."""
+        snapshot = self._admin.cluster.refresh(None)
+        return {name: sorted(meta.partitions) for name, meta in snapshot.topics.items()
+                if meta.error_code == ErrorCode.NONE and not meta.is_internal and meta.partitions}
+
+    def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._list(tps, "earliest")
+
+    def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._list(tps, "latest")
+
+    def offsets_for_times(
+        self, queries: Iterable[tuple[TopicPartition, int]]
+    ) -> dict[tuple[TopicPartition, int], int]:
+        """``{(tp, ts): first offset with a timestamp >= ts, or -1}`` for each ``(tp, ts)``."""
+        by_ts: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp, ts in set(queries):
+            by_ts[ts].append(tp)
+        out = {}
+        for ts, tps in by_ts.items():
+            for tp, off in self._list(tps, ts).items():
+                out[(tp, ts)] = off
+        return out
+
+    def _list(self, tps: Iterable[TopicPartition], spec) -> dict[TopicPartition, int]:
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for topic, partition in tps:
+            by_topic[topic].append(partition)
+        out = {}
+        for topic, partitions in by_topic.items():
+            answer = self._admin.list_offsets(topic, partitions, spec, isolation_level=self._isolation)
+            out.update({(topic, p): off for p, off in answer.items()})
+        return out
+
+
+def open_offset_store(zookeeper_connect: str, session_timeout_ms: int) -> ZkOffsetStore:
+    return ZkOffsetStore(zookeeper_connect, session_timeout_ms=session_timeout_ms)
+
+
+# ---------------------------------------------------------------------------------- read
+
+@dataclass(frozen=True)
+class ReadSettings:
+    """What an executor needs to read a range; plain data, pickled into each task."""
+
+    bootstrap_servers: str
+    consumer: Mapping[str, object]
+    include_headers: bool
+    fail_on_data_loss: bool
+    poll_timeout_ms: int
+
+
+def _data_loss(settings: ReadSettings, message: str) -> None:
+    if settings.fail_on_data_loss:
+        raise DataLossError(f"{message}. {FAIL_ON_DATA_LOSS_TRUE}")
+    log.warning("%s. %s", message, FAIL_ON_DATA_LOSS_FALSE)
+
+
+def read_range(settings: ReadSettings, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """The records of ``[r.from_offset, r.until_offset)`` as Arrow batches in the Kafka source
+    schema (``Consumer.poll_arrow``, decoded column-wise by ``broker.records.arrow``). Offsets
+    below the log start offset are data loss (retention or DeleteRecords removed them): fail, or
+    skip to the first offset still there (failOnDataLoss false). Gaps inside the range
+    (compaction, transaction markers) are normal."""
+    tp = r.tp
+    kwargs = {"max_partition_fetch_bytes": PARTITION_FETCH_BYTES, **settings.consumer}
+    kwargs.setdefault("client_id", "pylog-spark-executor")
+    with Consumer(settings.bootstrap_servers, auto_offset_reset="none",
+                  include_headers=settings.include_headers, **kwargs) as consumer:
+        consumer.assign([tp])
+        position = _first_readable(consumer, settings, r, r.from_offset)
+        if position is None:
+            return
+        consumer.seek(tp, position)
+        while position < r.until_offset:
+            try:
+                data = consumer.poll_arrow(timeout_ms=settings.poll_timeout_ms)
+            except KafkaError as exc:
+                if exc.code != ErrorCode.OFFSET_OUT_OF_RANGE:
+                    raise
+                position = _first_readable(consumer, settings, r, position)
+                if position is None:
+                    return
+                consumer.seek(tp, position)
+                continue
+            if data.num_rows == 0 and consumer.position(tp) == position:
+                if _stalled(consumer, settings, r, position):
+                    return
+                continue
+            for batch in (data.to_batches() if isinstance(data, pa.Table) else [data]):
+                batch = _below(batch, r.until_offset)
+                if batch.num_rows:
+                    yield batch
+            position = consumer.position(tp)
+
+
+def _below(batch: pa.RecordBatch, until_offset: int) -> pa.RecordBatch:
+    """The rows of ``batch`` (one partition, offsets ascending) with offset < ``until_offset``."""
+    if batch.num_rows == 0:
+        return batch
+    offsets = batch.column(4)  # "offset" in the source schema
+    if offsets[batch.num_rows - 1].as_py() < until_offset:
+        return batch
+    keep = int(np.searchsorted(offsets.to_numpy(), until_offset, side="left"))
+    return batch.slice(0, keep)
+
+
+def _first_readable(consumer: Consumer, settings: ReadSettings, r: OffsetRange, wanted: int) -> int | None:
+    """``wanted``, or the log start offset if retention moved past it (data loss); None when
+    nothing of the range is left."""
+    earliest = consumer.beginning_offsets([r.tp])[r.tp]
+    if earliest <= wanted:
+        return wanted
+    lost_until = min(earliest, r.until_offset)
+    _data_loss(settings, f"Cannot fetch offsets {wanted} to {lost_until - 1} of {r.topic}-{r.partition}: "
+                         f"the log now starts at {earliest}")
+    return earliest if earliest < r.until_offset else None
+
+
+def _stalled(consumer: Consumer, settings: ReadSettings, r: OffsetRange, position: int) -> bool:
+    """A poll brought nothing for the whole poll timeout. True (stop) if the partition's end
+    moved below the range (records lost); otherwise the broker is too slow: fail."""
+    latest = consumer.end_offsets([r.tp])[r.tp]
+    if latest < r.until_offset and latest <= position:
+        _data_loss(settings, f"Cannot fetch offsets {position} to {r.until_offset - 1} of "
+                             f"{r.topic}-{r.partition}: the log now ends at {latest}")
+        return True
+    raise TimeoutError(f"{r.topic}-{r.partition}: no records at offset {position} within "
+                       f"kafkaConsumer.pollTimeoutMs ({settings.poll_timeout_ms} ms); the log ends at {latest}")
+
+
+# ---------------------------------------------------------------------------------- write
+
+@dataclass(frozen=True)
+class WriteSettings:
+    bootstrap_servers: str
+    producer: Mapping[str, object]
+    topic: str | None  # the 'topic' option; wins over the column
+
+
+def _by_topic(batch: pa.RecordBatch, topic_option: str | None) -> Iterator[tuple[str, pa.Table]]:
+    """The rows per destination topic: the ``topic`` option, else the ``topic`` column."""
+    table = pa.Table.from_batches([batch])
+    if topic_option is not None:
+        yield topic_option, table
+        return
+    topics = table.column("topic")
+    if topics.null_count:
+        raise ValueError("a row has a null 'topic' and no 'topic' option is set")
+    names = pc.unique(topics).to_pylist()
+    if len(names) == 1:
+        yield names[0], table
+        return
+    for name in names:
+        yield name, table.filter(pc.equal(topics, name))
+
+
+def _by_partition_choice(table: pa.Table) -> Iterator[tuple[pa.Table, bool]]:
+    """Rows with a partition given, and rows whose ``partition`` is null (the partitioner picks)."""
+    if "partition" not in table.column_names:
+        yield table, False
+        return
+    partitions = table.column("partition")
+    if partitions.null_count == 0:
+        yield table, True
+        return
+    chosen = pc.is_valid(partitions)
+    given, free = table.filter(chosen), table.filter(pc.invert(chosen)).drop_columns(["partition"])
+    if given.num_rows:
+        yield given, True
+    if free.num_rows:
+        yield free, False
+
+
+def write_batches(settings: WriteSettings, batches: Iterable[pa.RecordBatch]) -> dict[TopicPartition, int]:
+    """Send every row (``Producer.send_arrow``: encoded column-wise by
+    ``broker.records.arrow.encode_batches``), flush, and return the records written per
+    topic-partition. Raises the first delivery failure, so the Spark task fails and is retried
+    (at-least-once)."""
+    kwargs = dict(settings.producer)
+    kwargs.setdefault("client_id", "pylog-spark-writer")
+    deliveries = []
+    with Producer(settings.bootstrap_servers, **kwargs) as producer:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            has_headers = "headers" in batch.schema.names
+            for topic, rows in _by_topic(batch, settings.topic):
+                for part, with_partition in _by_partition_choice(rows):
+                    deliveries.append(producer.send_arrow(
+                        topic, part, partition="partition" if with_partition else None,
+                        headers_column="headers" if has_headers else None))
+        producer.flush()
+    written: dict[TopicPartition, int] = defaultdict(int)
+    for group in deliveries:
+        for delivery in group.get():
+            written[(delivery.topic, delivery.partition)] += delivery.record_count
+    return dict(written)

@@ -1,0 +1,100 @@
+"""Driver-side steps that need the cluster: take a ``LogSnapshot`` for the planner, read and
+commit the group's offsets. The decisions stay in ``spark_log.planner``; this module only asks
+the questions the planner needs answered (through ``spark_log._io``) and retries them like
+Spark's ``KafkaOffsetReaderAdmin.withRetries`` (``fetchOffset.numRetries``,
+``fetchOffset.retryIntervalMs``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Iterable, Mapping, TypeVar
+
+from broker.client import KafkaError
+
+from spark_log import _io
+from spark_log.offsets import TopicPartition
+from spark_log.options import OffsetSpec, SourceOptions
+from spark_log.planner import (
+    BatchPlan,
+    LogSnapshot,
+    plan_batch,
+    report_data_loss,
+    resolve_subscription,
+    timestamp_queries,
+)
+
+__all__ = ["open_view", "with_retries", "take_snapshot", "plan_batch_read", "fetch_group_offsets",
+           "commit_group_offsets"]
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+
+def open_view(options: SourceOptions) -> _io.ClusterView:
+    return _io.ClusterView(options.bootstrap_servers,
+                           isolation_level=str(options.consumer.get("isolation_level", "read_uncommitted")),
+                           request_timeout_ms=options.consumer.get("request_timeout_ms"))
+
+
+def with_retries(options: SourceOptions, what: str, fn: Callable[[], _T]) -> _T:
+    """``fn()``, retried ``fetchOffset.numRetries`` times on cluster errors."""
+    attempt = 0
+    while True:
+        try:
+            return fn()
+        except (KafkaError, OSError) as exc:
+            attempt += 1
+            if attempt > options.fetch_offset_num_retries:
+                raise
+            log.warning("%s failed (attempt %d of %d): %s", what, attempt,
+                        options.fetch_offset_num_retries + 1, exc)
+            time.sleep(options.fetch_offset_retry_interval_ms / 1000)
+
+
+def fetch_group_offsets(options: SourceOptions, topics: Iterable[str]) -> dict[TopicPartition, int]:
+    """The group's committed offsets for ``topics`` from the configured store."""
+    assert options.commits_to_store and options.group_id is not None, "no offsets store configured"
+    with _io.open_offset_store(options.zookeeper_connect, options.zookeeper_session_timeout_ms) as store:
+        return store.fetch(options.group_id, sorted(set(topics)))
+
+
+def commit_group_offsets(options: SourceOptions, offsets: Mapping[TopicPartition, int]) -> None:
+    """Publish consumed offsets (the next offset to read per partition) to the group's store."""
+    assert options.commits_to_store and options.group_id is not None, "no offsets store configured"
+    with _io.open_offset_store(options.zookeeper_connect, options.zookeeper_session_timeout_ms) as store:
+        store.commit(options.group_id, offsets)
+
+
+def take_snapshot(
+    view: _io.ClusterView, options: SourceOptions, specs: Iterable[OffsetSpec | None]
+) -> LogSnapshot:
+    """Partitions of the subscription, their earliest and latest offsets, the timestamp lookups
+    ``specs`` need, and the group's offsets if a spec is ``group``."""
+    def take() -> LogSnapshot:
+        topics = view.topic_partitions()
+        partitions, missing = resolve_subscription(options.subscription, topics)
+        queries = [(tp, ts) for spec in specs for tp, ts in timestamp_queries(spec, partitions).items()]
+        committed = {}
+        if any(spec is not None and spec.kind == "group" for spec in specs):
+            committed = fetch_group_offsets(options, {t for t, _ in partitions})
+        return LogSnapshot(
+            partitions=tuple(partitions),
+            earliest=view.earliest(partitions),
+            latest=view.latest(partitions),
+            by_timestamp=view.offsets_for_times(queries),
+            committed=committed,
+            missing=tuple(missing),
+        )
+
+    return with_retries(options, "fetching offsets", take)
+
+
+def plan_batch_read(options: SourceOptions) -> BatchPlan:
+    """Plan a batch read; data loss found on the driver fails or is logged per failOnDataLoss."""
+    with open_view(options) as view:
+        snapshot = take_snapshot(view, options, [options.starting, options.ending])
+    plan = plan_batch(options, snapshot)
+    report_data_loss(plan.losses, options.fail_on_data_loss, log.warning)
+    return plan

@@ -1,0 +1,564 @@
+"""The ``pylog`` source and sink options: parsed, validated and turned into settings. Pure.
+
+Names, defaults, precedence and batch/stream restrictions follow Spark's Kafka connector
+(``KafkaSourceProvider``, reference tables T1/T2). Every mistake raises ``OptionError`` naming the
+option and what is valid, so a query fails while it is planned, before any task runs. Option names
+are case-insensitive, as in Spark (PySpark hands a data source its options lower-cased).
+
+pylog additions, all off by default:
+
+- ``offsets.store`` = ``none`` | ``zookeeper`` with ``zookeeper.connect``: with ``kafka.group.id``
+  set, a streaming query writes the offsets it consumed to ZooKeeper
+  (``/consumers/<group>/offsets/<topic>/<partition>``) when Spark commits a batch, so lag tools
+  see them. Monitoring only: the checkpoint stays the source of truth.
+- ``startingOffsets`` = ``group``: start from the group's committed offsets (partitions without
+  one start at their earliest offset). Needs the store above; used for incremental offline loads.
+
+Defaults that differ from Spark: ``kafkaConsumer.pollTimeoutMs`` 120000 (Spark falls back to
+``spark.network.timeout``); ``fetchOffset.retryIntervalMs`` 1000 (Spark's code, not its docs);
+the sink's producer uses ``kafka.batch.size`` 1 MiB and ``kafka.linger.ms`` 5 unless given.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from spark_log.offsets import (
+    EARLIEST,
+    LATEST,
+    OffsetJsonError,
+    TopicPartition,
+    format_partitions,
+    parse_partition_list,
+    parse_partition_offsets,
+)
+
+__all__ = [
+    "OptionError",
+    "Subscription",
+    "OffsetSpec",
+    "SourceOptions",
+    "SinkOptions",
+    "parse_source_options",
+    "parse_sink_options",
+    "parse_duration_ms",
+    "BATCH",
+    "STREAM",
+]
+
+BATCH = "batch"
+STREAM = "stream"
+
+# Canonical spelling of every option this package reads; lookups are by lower-case name.
+SOURCE_OPTIONS = (
+    "kafka.bootstrap.servers", "assign", "subscribe", "subscribePattern",
+    "startingOffsets", "endingOffsets", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
+    "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger", "maxTriggerDelay", "includeHeaders", "groupIdPrefix",
+    "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
+    "offsets.store", "zookeeper.connect", "zookeeper.session.timeout.ms",
+)
+SINK_OPTIONS = ("kafka.bootstrap.servers", "topic", "includeHeaders")
+# Options Spark itself adds or that belong to other layers; never reported as unknown.
+_FOREIGN_OPTIONS = {"path", "checkpointlocation", "queryname"}
+
+OFFSETS_STORES = ("none", "zookeeper")
+TIMESTAMP_STRATEGIES = ("error", "latest")
+DEFAULT_GROUP_ID_PREFIX = {BATCH: "spark-kafka-relation", STREAM: "spark-kafka-source"}
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
+DEFAULT_POLL_TIMEOUT_MS = 120_000
+DEFAULT_ZK_SESSION_TIMEOUT_MS = 10_000
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+_UNSUPPORTED_CONSUMER = {
+    "auto.offset.reset": "set the source option 'startingOffsets' to 'earliest' or 'latest' "
+                         "instead; the source decides which offsets are read, and a restarted "
+                         "streaming query resumes from its checkpoint",
+    "key.deserializer": "keys are always read as bytes; deserialize them with DataFrame operations",
+    "value.deserializer": "values are always read as bytes; deserialize them with DataFrame operations",
+    "enable.auto.commit": "the source never commits through the consumer; use 'offsets.store' with "
+                          "'kafka.group.id' to publish consumed offsets",
+    "interceptor.classes": "interceptors are not supported",
+}
+_UNSUPPORTED_PRODUCER = {
+    "key.serializer": "keys are written as bytes; cast the key column to string or binary",
+    "value.serializer": "values are written as bytes; cast the value column to string or binary",
+    "transactional.id": "the sink is at-least-once for now; transactional writes are not available",
+}
+
+
+class OptionError(ValueError):
+    """A wrong or conflicting option. The message names the option and what is valid."""
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Exactly one of Spark's three strategies."""
+
+    kind: str  # "assign" | "subscribe" | "subscribePattern"
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    assigned: tuple[TopicPartition, ...] = ()
+
+    def describe(self) -> str:
+        if self.kind == "assign":
+            return f"assign {format_partitions(self.assigned)}"
+        if self.kind == "subscribe":
+            return f"subscribe {','.join(self.topics)}"
+        return f"subscribePattern {self.pattern}"
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where reading starts or ends (Spark's ``KafkaOffsetRangeLimit``).
+
+    ``kind``: ``earliest`` | ``latest`` | ``specific`` (``offsets``, may hold -2/-1) |
+    ``by_timestamp`` (``timestamps`` per partition) | ``global_timestamp`` (``timestamp``) |
+    ``group`` (the consumer group's committed offsets). ``option`` is the option it came from,
+    for error messages."""
+
+    kind: str
+    option: str
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    timestamps: Mapping[TopicPartition, int] = field(default_factory=dict)
+    timestamp: int | None = None
+    strategy: str = "error"  # startingOffsetsByTimestampStrategy: no matching offset -> error | latest
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    bootstrap_servers: str
+    subscription: Subscription
+    starting: OffsetSpec
+    ending: OffsetSpec | None  # None for streaming
+    fail_on_data_loss: bool = True
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    include_headers: bool = False
+    group_id: str | None = None
+    group_id_prefix: str = DEFAULT_GROUP_ID_PREFIX[STREAM]
+    offsets_store: str = "none"
+    zookeeper_connect: str | None = None
+    zookeeper_session_timeout_ms: int = DEFAULT_ZK_SESSION_TIMEOUT_MS
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    fetch_offset_num_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 1000
+    consumer: Mapping[str, object] = field(default_factory=dict)  # broker.client.Consumer kwargs
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def commits_to_store(self) -> bool:
+        return self.offsets_store != "none"
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    bootstrap_servers: str
+    topic: str | None
+    producer: Mapping[str, object] = field(default_factory=dict)  # broker.client.Producer kwargs
+    warnings: tuple[str, ...] = ()
+
+
+# ---------------------------------------------------------------------------------------- helpers
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
+
+
+def _bool(opts: dict, name: str, default: bool) -> bool:
+    text = opts.get(name.lower())
+    if text is None:
+        return default
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise OptionError(f"Option '{name}' must be 'true' or 'false', got {text!r}")
+    return value == "true"
+
+
+def _int(opts: dict, name: str, *, minimum: int = 1, maximum: int = _INT64_MAX) -> int | None:
+    text = opts.get(name.lower())
+    if text is None:
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = None
+    if value is None or not minimum <= value <= maximum:
+        what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise OptionError(f"Option '{name}' must be {what}, got {text!r}")
+    return value
+
+
+def _default(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
+_DURATION = re.compile(r"^(-?[0-9]+)\s*([a-z]*)$")
+_DURATION_UNITS_MS = {"": 1, "ms": 1, "us": 0.001, "s": 1000, "m": 60_000, "min": 60_000,
+                      "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(name: str, text: str) -> int:
+    """Spark's ``timeStringAsMs``: ``"15m"``, ``"30s"``, ``"100ms"``, ``"2h"``, a bare number is ms."""
+    match = _DURATION.match(text.strip().lower())
+    if not match or match.group(2) not in _DURATION_UNITS_MS or int(match.group(1)) < 0:
+        raise OptionError(f"Option '{name}' must be a duration like '15m', '30s' or '500ms' "
+                          f"(units us, ms, s, m, min, h, d), got {text!r}")
+    return int(int(match.group(1)) * _DURATION_UNITS_MS[match.group(2)])
+
+
+def _check_unknown(opts: dict, known: tuple[str, ...]) -> None:
+    """Spark ignores options it does not know; a near-miss of a known name is almost always a
+    typo that would silently change the query, so it fails instead."""
+    lowered = {k.lower(): k for k in known}
+    for key in opts:
+        if key in lowered or key in _FOREIGN_OPTIONS or key.startswith("kafka."):
+            continue
+        close = difflib.get_close_matches(key, list(lowered), n=1, cutoff=0.85)
+        if close:
+            raise OptionError(f"Unknown option '{key}': did you mean '{lowered[close[0]]}'?")
+
+
+def _bootstrap(opts: dict) -> str:
+    servers = opts.get("kafka.bootstrap.servers", "").strip()
+    if not servers:
+        raise OptionError("Option 'kafka.bootstrap.servers' must be specified "
+                          "(a comma-separated list of host:port)")
+    for item in servers.split(","):
+        host, sep, port = item.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise OptionError(f"Option 'kafka.bootstrap.servers': {item.strip()!r} is not host:port")
+    return servers
+
+
+def _kafka_params(opts: dict) -> dict[str, str]:
+    return {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
+
+
+# ---------------------------------------------------------------------------------------- source
+
+def _subscription(opts: dict) -> Subscription:
+    given = [name for name in ("assign", "subscribe", "subscribePattern") if name.lower() in opts]
+    if not given:
+        raise OptionError("One of the options 'assign', 'subscribe' or 'subscribePattern' must be "
+                          "specified for the pylog source")
+    if len(given) > 1:
+        raise OptionError(f"Only one of the options 'assign', 'subscribe' or 'subscribePattern' can "
+                          f"be specified for the pylog source; got {', '.join(given)}")
+    kind = given[0]
+    text = opts[kind.lower()]
+    if kind == "assign":
+        try:
+            assigned = parse_partition_list(text)
+        except OffsetJsonError as exc:
+            raise OptionError(f"Option 'assign': {exc}") from None
+        if not assigned:
+            raise OptionError(f"Option 'assign': no topic-partitions to assign in {text!r}")
+        return Subscription("assign", tuple(sorted({t for t, _ in assigned})), None, tuple(assigned))
+    if kind == "subscribe":
+        topics = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+        if not topics:
+            raise OptionError(f"Option 'subscribe': no topics to subscribe to in {text!r} "
+                              f"(a comma-separated list of topics)")
+        return Subscription("subscribe", topics)
+    if not text.strip():
+        raise OptionError("Option 'subscribePattern': the pattern is empty")
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise OptionError(f"Option 'subscribePattern': {text!r} is not a valid regular expression: {exc}") from None
+    return Subscription("subscribePattern", (), text)
+
+
+def _offsets_option(opts: dict, name: str, *, starting: bool, strategy: str) -> OffsetSpec | None:
+    """One of startingOffsets/endingOffsets ("earliest", "latest", "group" or JSON)."""
+    text = opts.get(name.lower())
+    if text is None:
+        return None
+    word = text.strip().lower()
+    if word in ("earliest", "latest"):
+        return OffsetSpec(word, name)
+    if word == "group" and starting:
+        return OffsetSpec("group", name)
+    try:
+        offsets = parse_partition_offsets(text, minimum=EARLIEST)
+    except OffsetJsonError as exc:
+        valid = "'earliest', 'latest', 'group'" if starting else "'latest'"
+        raise OptionError(f"Option '{name}' must be {valid} or JSON like "
+                          f"{{\"topicA\":{{\"0\":23,\"1\":-1}}}}: {exc}") from None
+    return OffsetSpec("specific", name, offsets=offsets, strategy=strategy)
+
+
+def _timestamp_options(opts: dict, prefix: str, strategy: str) -> OffsetSpec | None:
+    """startingTimestamp > startingOffsetsByTimestamp (and the ending pair): the first set wins."""
+    single = f"{prefix}Timestamp"
+    per_partition = f"{prefix}OffsetsByTimestamp"
+    if single.lower() in opts:
+        text = opts[single.lower()].strip()
+        if not text.isdigit():
+            raise OptionError(f"Option '{single}' must be a timestamp in epoch milliseconds "
+                              f"(e.g. '1700000000000'), got {opts[single.lower()]!r}")
+        return OffsetSpec("global_timestamp", single, timestamp=int(text), strategy=strategy)
+    if per_partition.lower() in opts:
+        try:
+            stamps = parse_partition_offsets(opts[per_partition.lower()], minimum=0)
+        except OffsetJsonError as exc:
+            raise OptionError(f"Option '{per_partition}' must be JSON like "
+                              f"{{\"topicA\":{{\"0\":1700000000000}}}} with epoch-millisecond "
+                              f"timestamps: {exc}") from None
+        return OffsetSpec("by_timestamp", per_partition, timestamps=stamps, strategy=strategy)
+    return None
+
+
+def _check_batch_offsets(starting: OffsetSpec, ending: OffsetSpec) -> None:
+    """KafkaSourceProvider.validateBatchOptions: batch cannot start at latest or end at earliest."""
+    if starting.kind == "latest":
+        raise OptionError("Option 'startingOffsets' can't be 'latest' for batch queries "
+                          "(use 'earliest', 'group' or JSON offsets)")
+    if starting.kind == "specific":
+        latest = [tp for tp, off in starting.offsets.items() if off == LATEST]
+        if latest:
+            raise OptionError(f"Option 'startingOffsets': the offset of {format_partitions(latest)} "
+                              f"can't be latest (-1) for batch queries")
+    if ending.kind == "earliest":
+        raise OptionError("Option 'endingOffsets' can't be 'earliest' for batch queries "
+                          "(use 'latest' or JSON offsets)")
+    if ending.kind == "specific":
+        earliest = [tp for tp, off in ending.offsets.items() if off == EARLIEST]
+        if earliest:
+            raise OptionError(f"Option 'endingOffsets': the offset of {format_partitions(earliest)} "
+                              f"can't be earliest (-2) for batch queries")
+
+
+def _check_stream_only(opts: dict, mode: str | None, warnings: list[str]) -> None:
+    ending = [n for n in ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp") if n.lower() in opts]
+    if mode == STREAM and ending:
+        raise OptionError(f"Option '{ending[0]}' is not valid in streaming queries "
+                          f"(a stream has no end; use it with spark.read)")
+    if mode == BATCH:
+        for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
+            if name.lower() in opts:
+                warnings.append(f"Option '{name}' is ignored in batch queries")
+
+
+def _consumer_settings(opts: dict) -> tuple[dict, str | None, list[str]]:
+    """kafka.* to ``broker.client.Consumer`` keyword arguments (and the group id)."""
+    params = _kafka_params(opts)
+    settings: dict[str, object] = {}
+    warnings: list[str] = []
+    for key, value in params.items():
+        if key in _UNSUPPORTED_CONSUMER:
+            raise OptionError(f"Kafka option 'kafka.{key}' is not supported: {_UNSUPPORTED_CONSUMER[key]}")
+    for key, value in params.items():
+        if key in ("bootstrap.servers", "group.id"):
+            continue
+        if key == "isolation.level":
+            if value not in ("read_uncommitted", "read_committed"):
+                raise OptionError(f"Option 'kafka.isolation.level' must be 'read_uncommitted' or "
+                                  f"'read_committed', got {value!r}")
+            settings["isolation_level"] = value
+        elif key in _CONSUMER_INTS:
+            name, minimum = _CONSUMER_INTS[key]
+            settings[name] = _int(opts, f"kafka.{key}", minimum=minimum, maximum=_INT32_MAX)
+        elif key == "check.crcs":
+            settings["check_crcs"] = _bool(opts, "kafka.check.crcs", True)
+        elif key == "client.id":
+            settings["client_id"] = value
+        else:
+            warnings.append(f"Kafka option 'kafka.{key}' is not used by the pylog source")
+    group_id = params.get("group.id")
+    if group_id is not None:
+        _check_group_id(group_id)
+        warnings.append("'kafka.group.id' is set: concurrent queries with the same group id may "
+                        "interfere with each other's committed offsets")
+    return settings, group_id, warnings
+
+
+_CONSUMER_INTS = {
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", 0),
+    "fetch.min.bytes": ("fetch_min_bytes", 0),
+    "fetch.max.bytes": ("fetch_max_bytes", 1),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", 1),
+    "request.timeout.ms": ("request_timeout_ms", 1),
+}
+
+
+def _check_group_id(group_id: str) -> None:
+    if not group_id or "/" in group_id or group_id in (".", "..") or "\x00" in group_id:
+        raise OptionError(f"Option 'kafka.group.id': {group_id!r} is not a valid group id "
+                          f"(non-empty, no '/', not '.' or '..')")
+
+
+def _store(opts: dict, group_id: str | None, starting: OffsetSpec) -> tuple[str, str | None]:
+    store = opts.get("offsets.store", "none").strip().lower()
+    if store not in OFFSETS_STORES:
+        raise OptionError(f"Option 'offsets.store' must be one of {', '.join(OFFSETS_STORES)}, got {store!r}")
+    zk = opts.get("zookeeper.connect", "").strip() or None
+    if store == "zookeeper":
+        if group_id is None:
+            raise OptionError("Option 'offsets.store' = 'zookeeper' needs 'kafka.group.id' "
+                              "(the group whose offsets are committed)")
+        if zk is None:
+            raise OptionError("Option 'offsets.store' = 'zookeeper' needs 'zookeeper.connect' "
+                              "(host:port[,host:port][/chroot])")
+    if starting.kind == "group" and store == "none":
+        raise OptionError("Option 'startingOffsets' = 'group' needs 'kafka.group.id', "
+                          "'offsets.store' = 'zookeeper' and 'zookeeper.connect'")
+    return store, zk
+
+
+def _starting(opts: dict, mode: str | None, strategy: str) -> OffsetSpec:
+    spec = _timestamp_options(opts, "starting", strategy)
+    if spec is None:
+        spec = _offsets_option(opts, "startingOffsets", starting=True, strategy=strategy)
+    if spec is None:
+        spec = OffsetSpec("earliest" if mode == BATCH else "latest", "startingOffsets")
+    return spec
+
+
+def _ending(opts: dict) -> OffsetSpec:
+    spec = _timestamp_options(opts, "ending", "latest")
+    if spec is None:
+        spec = _offsets_option(opts, "endingOffsets", starting=False, strategy="latest")
+    return spec or OffsetSpec("latest", "endingOffsets")
+
+
+def _trigger_limits(opts: dict, mode: str | None) -> tuple[int | None, int | None, int]:
+    max_offsets = _int(opts, "maxOffsetsPerTrigger")
+    min_offsets = _int(opts, "minOffsetsPerTrigger")
+    delay_text = opts.get("maxtriggerdelay")
+    delay = DEFAULT_MAX_TRIGGER_DELAY_MS if delay_text is None else parse_duration_ms("maxTriggerDelay", delay_text)
+    if mode != BATCH and max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
+        raise OptionError(f"Option 'minOffsetsPerTrigger' ({min_offsets}) must not be higher than "
+                          f"'maxOffsetsPerTrigger' ({max_offsets})")
+    return max_offsets, min_offsets, delay
+
+
+def parse_source_options(options: Mapping[str, str], mode: str | None = None) -> SourceOptions:
+    """Validate the options of ``spark.read``/``spark.readStream``. ``mode`` is ``BATCH``,
+    ``STREAM`` or None (checks common to both, as when Spark first asks for the schema)."""
+    opts = _lower(options)
+    _check_unknown(opts, SOURCE_OPTIONS)
+    warnings: list[str] = []
+    bootstrap = _bootstrap(opts)
+    subscription = _subscription(opts)
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in TIMESTAMP_STRATEGIES:
+        raise OptionError(f"Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', "
+                          f"got {opts['startingoffsetsbytimestampstrategy']!r}")
+    _check_stream_only(opts, mode, warnings)
+    starting = _starting(opts, mode, strategy)
+    ending = _ending(opts) if mode != STREAM else None
+    if mode == BATCH:
+        _check_batch_offsets(starting, ending)
+    max_offsets, min_offsets, delay = _trigger_limits(opts, mode)
+    consumer, group_id, consumer_warnings = _consumer_settings(opts)
+    warnings += consumer_warnings
+    store, zk = _store(opts, group_id, starting)
+    prefix = opts.get("groupidprefix", DEFAULT_GROUP_ID_PREFIX[mode or STREAM])
+    if group_id is not None and "groupidprefix" in opts:
+        warnings.append("Option 'groupIdPrefix' is ignored because 'kafka.group.id' is set")
+    return SourceOptions(
+        bootstrap_servers=bootstrap,
+        subscription=subscription,
+        starting=starting,
+        ending=ending,
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        min_partitions=_int(opts, "minPartitions", maximum=_INT32_MAX),
+        max_records_per_partition=_int(opts, "maxRecordsPerPartition"),
+        max_offsets_per_trigger=max_offsets,
+        min_offsets_per_trigger=min_offsets,
+        max_trigger_delay_ms=delay,
+        include_headers=_bool(opts, "includeHeaders", False),
+        group_id=group_id,
+        group_id_prefix=prefix,
+        offsets_store=store,
+        zookeeper_connect=zk,
+        zookeeper_session_timeout_ms=_default(_int(opts, "zookeeper.session.timeout.ms"),
+                                              DEFAULT_ZK_SESSION_TIMEOUT_MS),
+        poll_timeout_ms=_default(_int(opts, "kafkaConsumer.pollTimeoutMs"), DEFAULT_POLL_TIMEOUT_MS),
+        fetch_offset_num_retries=_default(
+            _int(opts, "fetchOffset.numRetries", minimum=0, maximum=_INT32_MAX), 3),
+        fetch_offset_retry_interval_ms=_default(_int(opts, "fetchOffset.retryIntervalMs", minimum=0), 1000),
+        consumer=consumer,
+        warnings=tuple(warnings),
+    )
+
+
+# ---------------------------------------------------------------------------------------- sink
+
+_PRODUCER_INTS = {
+    "linger.ms": ("linger_ms", 0),
+    "batch.size": ("batch_bytes_max", 1),
+    "max.request.size": ("request_bytes_max", 1),
+    "buffer.memory": ("buffer_bytes_max", 1),
+    "retries": ("retries", 0),
+    "delivery.timeout.ms": ("delivery_timeout_ms", 1),
+    "request.timeout.ms": ("request_timeout_ms", 1),
+    "max.block.ms": ("max_block_ms", 0),
+}
+COMPRESSION_TYPES = ("none", "gzip", "lz4")
+# A sink task writes whole Arrow batches: 1 MiB record batches (Kafka's default batch.size is
+# 16 KiB) cut the per-batch cost five-fold. kafka.batch.size / kafka.linger.ms override them.
+SINK_PRODUCER_DEFAULTS = {"batch_bytes_max": 1 << 20, "linger_ms": 5}
+
+
+def _producer_settings(opts: dict) -> tuple[dict, list[str]]:
+    params = _kafka_params(opts)
+    settings: dict[str, object] = {}
+    warnings: list[str] = []
+    for key in params:
+        if key in _UNSUPPORTED_PRODUCER:
+            raise OptionError(f"Kafka option 'kafka.{key}' is not supported: {_UNSUPPORTED_PRODUCER[key]}")
+    for key, value in params.items():
+        if key == "bootstrap.servers":
+            continue
+        if key == "acks":
+            acks = value.strip().lower()
+            if acks not in ("all", "-1", "0", "1"):
+                raise OptionError(f"Option 'kafka.acks' must be 'all', '-1', '0' or '1', got {value!r}")
+            settings["acks"] = -1 if acks in ("all", "-1") else int(acks)
+        elif key == "compression.type":
+            codec = value.strip().lower()
+            if codec not in COMPRESSION_TYPES:
+                raise OptionError(f"Option 'kafka.compression.type' must be one of "
+                                  f"{', '.join(COMPRESSION_TYPES)}, got {value!r}")
+            settings["compression"] = codec
+        elif key == "enable.idempotence":
+            settings["enable_idempotence"] = _bool(opts, "kafka.enable.idempotence", True)
+        elif key in _PRODUCER_INTS:
+            name, minimum = _PRODUCER_INTS[key]
+            settings[name] = _int(opts, f"kafka.{key}", minimum=minimum, maximum=_INT32_MAX)
+        elif key == "client.id":
+            settings["client_id"] = value
+        else:
+            warnings.append(f"Kafka option 'kafka.{key}' is not used by the pylog sink")
+    # Kafka 3: idempotence is on by default, but only when acks=all; it is an error to ask for it
+    # explicitly with other acks.
+    if settings.get("acks", -1) != -1:
+        if settings.get("enable_idempotence") is True:
+            raise OptionError("Option 'kafka.enable.idempotence' = 'true' needs 'kafka.acks' = 'all'")
+        settings["enable_idempotence"] = False
+    return settings, warnings
+
+
+def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+    """Validate the options of ``df.write``/``df.writeStream``."""
+    opts = _lower(options)
+    _check_unknown(opts, SINK_OPTIONS + SOURCE_OPTIONS)
+    bootstrap = _bootstrap(opts)
+    topic = opts.get("topic")
+    if topic is not None and not topic.strip():
+        raise OptionError("Option 'topic' is empty: give a topic name or leave the option out "
+                          "and provide a 'topic' column")
+    producer, warnings = _producer_settings(opts)
+    producer = {**SINK_PRODUCER_DEFAULTS, **producer}
+    return SinkOptions(bootstrap, topic.strip() if topic else None, producer, tuple(warnings))
