@@ -25,7 +25,8 @@ from random import Random
 from kazoo import exceptions as zke
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.recipe.watchers import ChildrenWatch
+from kazoo.protocol.states import KazooState
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
 from broker.cluster import paths
@@ -57,7 +58,9 @@ from broker.cluster.layout import (
     encode_config_change,
     encode_controller,
     encode_controller_epoch,
+    decode_isr_change,
     encode_entity_config,
+    encode_isr_change,
     encode_offset,
     generate_cluster_id,
     next_producer_id_block,
@@ -136,6 +139,15 @@ class KafkaZkClient:
     @property
     def session_id(self) -> int:
         return self._zk.client_id[0] if self._zk.client_id else 0
+
+    def add_state_listener(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(state)`` on kazoo's thread whenever the session changes state:
+        ``"CONNECTED"``, ``"SUSPENDED"`` (connection lost, session may survive) or ``"LOST"``
+        (session expired: every ephemeral znode and watch of it is gone; kazoo then opens a new
+        session by itself). The callback must return quickly."""
+        names = {KazooState.CONNECTED: "CONNECTED", KazooState.SUSPENDED: "SUSPENDED",
+                 KazooState.LOST: "LOST"}
+        self._zk.add_listener(lambda state: callback(names.get(state, str(state))))
 
     def _read(self, method: Callable, *args, **kwargs):
         return self._zk.retry(method, *args, **kwargs)
@@ -375,6 +387,93 @@ class KafkaZkClient:
         except zke.NoNodeError:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} has no state znode") from None
 
+    def set_partition_state_as_controller(self, topic: str, partition: int, state: PartitionState,
+                                          expected_version: int, controller_epoch_version: int) -> int:
+        """The controller's conditional write (Kafka 2.2+ ``updateLeaderAndIsr`` with
+        ``checkControllerEpoch``): one multi that checks ``/controller_epoch`` is still at the
+        version this controller's election wrote, then sets the state at ``expected_version``.
+        A controller that lost its role therefore cannot write (``ControllerMovedError``); a
+        stale state version raises ``BadVersionError``. Returns the new state version."""
+        path = paths.partition_state_path(topic, partition)
+        txn = self._zk.transaction()
+        txn.check(paths.CONTROLLER_EPOCH, controller_epoch_version)
+        txn.set_data(path, state.to_json(), version=expected_version)
+        results = txn.commit()
+        failure = _multi_failure(results)
+        if failure is None:
+            return results[1].version
+        index, error = failure
+        if index == 0:
+            raise ControllerMovedError(f"/controller_epoch moved past version {controller_epoch_version}")
+        if isinstance(error, zke.BadVersionError):
+            raise BadVersionError(f"{path}: expected version {expected_version}, but it changed")
+        raise UnknownTopicOrPartitionError(f"{topic}-{partition}: {type(error).__name__}")
+
+    def create_partition_states_as_controller(self, topic: str, states: Mapping[int, PartitionState],
+                                              controller_epoch_version: int) -> dict[int, int]:
+        """``create_partition_states`` fenced like ``set_partition_state_as_controller``."""
+        if self._zk.exists(paths.topic_path(topic)) is None:
+            raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist")
+        for path in [paths.partitions_path(topic)] + [paths.partition_path(topic, p) for p in sorted(states)]:
+            try:
+                self._zk.create(path)
+            except zke.NodeExistsError:
+                pass
+            except zke.NoNodeError:
+                raise UnknownTopicOrPartitionError(f"Topic '{topic}' was deleted meanwhile") from None
+        ordered = sorted(states)
+        txn = self._zk.transaction()
+        txn.check(paths.CONTROLLER_EPOCH, controller_epoch_version)
+        for partition in ordered:
+            txn.create(paths.partition_state_path(topic, partition), states[partition].to_json())
+        failure = _multi_failure(txn.commit())
+        if failure is not None:
+            index, error = failure
+            if index == 0:
+                raise ControllerMovedError(f"/controller_epoch moved past version {controller_epoch_version}")
+            if isinstance(error, zke.NodeExistsError):
+                raise PartitionStateExistsError(f"{topic}-{ordered[index - 1]} already has a state znode")
+            raise UnknownTopicOrPartitionError(f"{topic}-{ordered[index - 1]}: {type(error).__name__}")
+        return {partition: 0 for partition in ordered}
+
+    # -- ISR change notifications ------------------------------------------------------------
+
+    def propagate_isr_changes(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """A leader that changed ISRs tells the controller (``propagateIsrChanges``): one
+        PERSISTENT_SEQUENTIAL ``/isr_change_notification/isr_change_N``; the controller reads
+        the states of the named partitions, pushes UpdateMetadata, and deletes the node."""
+        self._zk.create(paths.ISR_CHANGE_PREFIX, encode_isr_change(partitions), sequence=True,
+                        makepath=True)
+
+    def get_isr_change_notifications(self) -> list[tuple[str, list[tuple[str, int]]]]:
+        """``(child name, partitions)`` of every pending notification, oldest first. A node
+        that does not parse is returned with no partitions (the caller deletes it)."""
+        out = []
+        for name in self._children(paths.ISR_CHANGE_NOTIFICATION):
+            path = f"{paths.ISR_CHANGE_NOTIFICATION}/{name}"
+            try:
+                data, _ = self._read(self._zk.get, path)
+            except zke.NoNodeError:
+                continue
+            try:
+                out.append((name, decode_isr_change(data)))
+            except MalformedZnodeError as exc:
+                log.warning("ignoring %s: %s", path, exc)
+                out.append((name, []))
+        return out
+
+    def delete_isr_change_notifications(self, names: Sequence[str]) -> None:
+        for name in names:
+            try:
+                self._zk.delete(f"{paths.ISR_CHANGE_NOTIFICATION}/{name}")
+            except zke.NoNodeError:
+                pass
+
+    def watch_isr_change_notifications(self, callback: Callable[[list[str]], bool | None]) -> ChildrenWatch:
+        self._zk.ensure_path(paths.ISR_CHANGE_NOTIFICATION)
+        return ChildrenWatch(self._zk, paths.ISR_CHANGE_NOTIFICATION,
+                             lambda children: callback(sorted(children)))
+
     # -- topic deletion ----------------------------------------------------------------------
 
     def mark_topic_for_deletion(self, name: str) -> bool:
@@ -442,6 +541,32 @@ class KafkaZkClient:
             return -1
         return _parse(paths.CONTROLLER, decode_controller, data)
 
+    def watch_controller(self, callback: Callable[[int], bool | None]) -> DataWatch:
+        """Call ``callback(controller id)`` (-1 when ``/controller`` is absent) now and on every
+        change of ``/controller``, on kazoo's thread; returning ``False`` stops the watch. A
+        znode that does not parse reads as -1 (the next election replaces it)."""
+
+        def on_data(data, stat) -> bool | None:
+            controller_id = -1
+            if data is not None and stat is not None:
+                try:
+                    controller_id = decode_controller(data)
+                except MalformedZnodeError as exc:
+                    log.warning("ignoring %s: %s", paths.CONTROLLER, exc)
+            return callback(controller_id)
+
+        return DataWatch(self._zk, paths.CONTROLLER, on_data)
+
+    def owned_controller_epoch(self) -> tuple[int, int] | None:
+        """``(epoch, zk version of /controller_epoch)`` if this session holds ``/controller``,
+        else None: a controller that stepped down after an error but still holds the znode
+        takes its role back with the epoch it registered (registration and epoch bump are one
+        multi, so the current epoch is the one it wrote)."""
+        stat = self._zk.exists(paths.CONTROLLER)
+        if stat is None or stat.ephemeralOwner != self.session_id:
+            return None
+        return self.get_controller_epoch()
+
     def get_controller_epoch(self) -> tuple[int, int] | None:
         """``(epoch, zk_version)`` of ``/controller_epoch``; None before the first election."""
         try:
@@ -477,14 +602,21 @@ class KafkaZkClient:
         """Create ``/controller`` and bump ``/controller_epoch`` in one multi, as Kafka 2.2+ does
         (``registerControllerAndIncrementControllerEpoch``), so no broker can hold
         ``/controller`` with a stale epoch. The new epoch, or None if another broker won."""
+        won = self.register_controller(broker_id, timestamp_ms)
+        return None if won is None else won[0]
+
+    def register_controller(self, broker_id: int, timestamp_ms: int) -> tuple[int, int] | None:
+        """``register_controller_and_increment_epoch`` returning ``(epoch, zk version of
+        /controller_epoch)``: the version every later controller write checks (fencing)."""
         for _ in range(_CONTROLLER_REGISTRATION_ATTEMPTS_MAX):
             epoch, version = self._controller_epoch_or_initial()
             txn = self._zk.transaction()
             txn.create(paths.CONTROLLER, encode_controller(broker_id, timestamp_ms), ephemeral=True)
             txn.set_data(paths.CONTROLLER_EPOCH, encode_controller_epoch(epoch + 1), version=version)
-            failure = _multi_failure(txn.commit())
+            results = txn.commit()
+            failure = _multi_failure(results)
             if failure is None:
-                return epoch + 1
+                return epoch + 1, results[1].version
             index, error = failure
             if index == 0 and isinstance(error, zke.NodeExistsError):
                 return None

@@ -113,6 +113,19 @@ class LeaderEpochCache:
             changed = True
         return changed
 
+    def remove_from(self, offset: int) -> bool:
+        """Drop every entry starting at or above ``offset`` (Kafka ``truncateFromEnd``), after a
+        follower truncated its log to ``offset``: those epochs no longer hold any data here.
+        True when it changed (and the file was rewritten)."""
+        changed = False
+        while self._starts and self._starts[-1] >= offset:
+            self._epochs.pop()
+            self._starts.pop()
+            changed = True
+        if changed:
+            self._write()
+        return changed
+
     def _write(self) -> None:
         if self._directory is None:
             return

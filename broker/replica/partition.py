@@ -1,45 +1,74 @@
-"""A partition as one broker holds it: its log, its role, and the high watermark.
+"""A partition as one broker holds it: its log, its role, the high watermark, and the ISR.
 
-State (Kafka ``Partition``): ``leader_id``, ``leader_epoch``, ``replicas``, ``isr`` (from the
-partition's state znode), ``high_watermark``, and per follower the log end offset it last fetched
-from (``replica_log_end_offsets``). The high watermark is the minimum log end offset over the ISR,
-the leader's own included; with ISR = {this broker} it is the log end offset, so an append is
-committed as soon as it is written. Followers, ISR changes and their ZooKeeper writes come with
-the replication issue: they plug into ``record_follower_fetch`` (a follower's fetch offset is its
-log end offset) and ``update_state`` (a new leader epoch or ISR), and nothing here changes shape.
+Role (Kafka ``Partition``): ``leader_id``, ``leader_epoch``, ``replicas``, ``isr``, the state
+znode's version (``zk_version``) and the epoch of the controller that wrote it, applied from a
+LeaderAndIsr request or a ZooKeeper read by ``update_state``, only when it is newer than what the
+partition holds: a higher leader epoch, or the same epoch at a higher znode version (the leader's
+own ISR writes keep the epoch). A stale state is ignored, so the two paths that deliver states
+(controller requests and ZooKeeper reads) can never move a partition back.
 
-The last stable offset equals the high watermark while there are no transactions
-(reference section 3): read_committed readers see the same data as read_uncommitted ones.
+As leader (``make_leader``): for each follower the leader tracks its log end offset (its fetch
+offset), when it was last caught up, and the leader's log end offset at its previous fetch
+(Kafka ``Replica``). ``record_follower_fetch`` updates them, may propose adding the follower to
+the ISR (it reached the high watermark and the start of this leader epoch), and moves the high
+watermark: the minimum log end offset over the *maximal* ISR (the ISR plus a proposed addition,
+so a write in flight never lets the high watermark pass a replica that may already count as in
+sync) and over followers caught up within ``replica.lag.time.max.ms`` (Kafka 2.x does the same,
+so a replica about to join is not outrun). ``maybe_shrink_isr`` proposes dropping followers not
+caught up for ``replica.lag.time.max.ms``. A proposal is an ``IsrChange``: the owner writes it to
+ZooKeeper conditionally and reports the outcome with ``complete_isr_change``; only then does the
+ISR change, one change at a time (Kafka's ``AlterIsr`` discipline). A conflict (the controller
+wrote meanwhile) drops the proposal; the controller's LeaderAndIsr follows.
+
+As follower (``make_follower``): ``append_as_follower`` appends the leader's batches as they are,
+learns their leader epochs (epoch cache) and producers (so that a future leader still
+deduplicates retries, KIP-98), and takes the leader's high watermark (never past its own log
+end, never backwards). ``truncate_to`` cuts a diverged tail found through OffsetForLeaderEpoch
+(KIP-101/279) and rebuilds the producer state from the log.
+
+The high watermark only moves up while the partition lives, except that a truncation below it
+(possible only after a lost unflushed tail) pulls it down with a warning. ``leader_term`` counts
+how often this replica stopped leading: an acks=all produce remembers the term of its append and
+fails with NOT_LEADER_OR_FOLLOWER if it changed, even if leadership came back, since the log may
+have been truncated and refilled in between.
 
 Appends and reads are synchronous and run on the event loop's thread, one at a time, so the
-checks before an append and the append itself are atomic. Whenever the high watermark moves,
-``on_high_watermark`` (the owner's hook, the purgatory's ``notify``) is called.
+checks before an append and the append itself are atomic. Whenever the high watermark or the ISR
+moves, ``on_high_watermark`` (the owner's hook, the purgatory's ``notify``) is called with
+``key``; after a leader append, with ``log_end_key`` (follower fetches wait on that).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, replace
 from typing import Callable, NamedTuple
 
 from broker.cluster.layout import PartitionState
 from broker.log import Log, LogError, OffsetOutOfRangeError
-from broker.records import BatchHeader, BatchLimits, RecordsError, validate_batch
+from broker.records import BatchHeader, BatchLimits, RecordsError, iter_batches, validate_batch
+from broker.records.arrow import check_batches
 from broker.records.arrow import check_batches
 from broker.replica.leader_epoch import LeaderEpochCache
-from broker.replica.producer_recovery import take_snapshot
+from broker.replica.producer_recovery import load_producer_state, take_snapshot
 from broker.replica.producer_state import Duplicate, ProducerStateManager, Rejected
 from broker.wire import ErrorCode
 
-__all__ = ["Partition", "AppendResult", "ReadResult", "ISOLATION_READ_UNCOMMITTED",
-           "ISOLATION_READ_COMMITTED"]
+__all__ = ["Partition", "AppendResult", "ReadResult", "IsrChange", "FollowerState",
+           "ISOLATION_READ_UNCOMMITTED", "ISOLATION_READ_COMMITTED", "REPLICA_LAG_TIME_MAX_MS",
+           "LOG_END"]
+
+logger = logging.getLogger(__name__)
 
 ISOLATION_READ_UNCOMMITTED = 0
 ISOLATION_READ_COMMITTED = 1
+REPLICA_LAG_TIME_MAX_MS = 30_000  # replica.lag.time.max.ms
+LOG_END = "log-end"  # purgatory key suffix: (topic, partition, LOG_END) wakes on leader appends
 
 
 class AppendResult(NamedTuple):
     """One partition's Produce outcome. ``last_offset`` is -1 unless data was (or had been)
-    appended; acks=all waits until the high watermark passes it."""
+    appended; acks=all waits until the high watermark passes it, while ``leader_term`` holds."""
 
     error_code: int
     base_offset: int = -1
@@ -48,6 +77,7 @@ class AppendResult(NamedTuple):
     log_start_offset: int = -1
     error_message: str | None = None
     batch_index: int = -1  # the failing batch (KIP-467 record_errors), -1 when none
+    leader_term: int = -1
 
 
 class ReadResult(NamedTuple):
@@ -58,13 +88,34 @@ class ReadResult(NamedTuple):
     records: bytes = b""
 
 
+class IsrChange(NamedTuple):
+    """A leader's proposed ISR, to be written to the state znode if it is still at
+    ``expected_version``."""
+
+    topic: str
+    partition: int
+    state: PartitionState
+    expected_version: int
+
+
 @dataclass
+class FollowerState:
+    """What the leader knows of one follower (Kafka ``Replica``); -1 = not known yet."""
+
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_leader_log_end_offset: int = -1
+    last_fetch_ms: int = 0
+
+
+@dataclass(frozen=True)
 class _Role:
     leader_id: int = -1
     leader_epoch: int = -1
     replicas: tuple[int, ...] = ()
     isr: tuple[int, ...] = ()
     zk_version: int = -1
+    controller_epoch: int = 0
 
 
 class Partition:
@@ -78,19 +129,27 @@ class Partition:
         leader_epochs: LeaderEpochCache,
         now_ms: Callable[[], int],
         on_high_watermark: Callable[[tuple[str, int]], object],
+        replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
+        high_watermark: int | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
         self.key = (topic, partition)
+        self.log_end_key = (topic, partition, LOG_END)
         self.log = log
         self.local_broker_id = local_broker_id
         self.producer_state = producer_state
         self.leader_epochs = leader_epochs
         self._now_ms = now_ms
         self._on_high_watermark = on_high_watermark
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._role = _Role()
-        self.high_watermark = log.log_start_offset
-        self.replica_log_end_offsets: dict[int, int] = {}
+        start, end = log.log_start_offset, log.log_end_offset
+        self.high_watermark = start if high_watermark is None else min(max(high_watermark, start), end)
+        self.followers: dict[int, FollowerState] = {}
+        self.pending_isr: IsrChange | None = None
+        self.leader_epoch_start_offset = -1
+        self.leader_term = 0
         self.min_insync_replicas = 1
         self._snapshot_changes = -1
 
@@ -113,27 +172,74 @@ class Partition:
         return self._role.isr
 
     @property
+    def zk_version(self) -> int:
+        return self._role.zk_version
+
+    @property
     def is_leader(self) -> bool:
         return self._role.leader_id == self.local_broker_id
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR plus a proposed addition (a proposed removal still counts as a member)."""
+        pending = self.pending_isr
+        if pending is None:
+            return self._role.isr
+        return self._role.isr + tuple(r for r in pending.state.isr if r not in self._role.isr)
 
     @property
     def last_stable_offset(self) -> int:
         return self.high_watermark  # no transactions yet (reference section 3)
 
-    def update_state(self, replicas: tuple[int, ...], state: PartitionState, zk_version: int) -> None:
-        """Apply the partition's state znode (leader, epoch, ISR). A new leader epoch on the leader
-        starts at the log end offset (Kafka ``Partition.makeLeader``)."""
-        role = self._role
-        if (role.leader_id, role.leader_epoch, role.isr, role.replicas) == (
-                state.leader, state.leader_epoch, state.isr, replicas):
-            return
-        self._role = _Role(state.leader, state.leader_epoch, tuple(replicas), tuple(state.isr), zk_version)
-        if self.is_leader:
+    def is_newer(self, state: PartitionState, zk_version: int) -> bool:
+        return (state.leader_epoch, zk_version) > (self._role.leader_epoch, self._role.zk_version)
+
+    def update_state(self, replicas: tuple[int, ...], state: PartitionState, zk_version: int) -> bool:
+        """Apply a partition state (from LeaderAndIsr or ZooKeeper) if it is newer than ours;
+        True when applied."""
+        if not self.is_newer(state, zk_version):
+            return False
+        if state.leader == self.local_broker_id:
+            self._make_leader(tuple(replicas), state, zk_version)
+        else:
+            self._make_follower(tuple(replicas), state, zk_version)
+        return True
+
+    def _make_leader(self, replicas: tuple[int, ...], state: PartitionState, zk_version: int) -> None:
+        """Kafka ``Partition.makeLeader``: a new epoch starts at the log end offset; follower
+        states are kept if this broker led already, else start unknown (caught up now if in
+        the ISR, never otherwise)."""
+        was_leader, old_epoch = self.is_leader, self._role.leader_epoch
+        self._role = _Role(state.leader, state.leader_epoch, replicas, tuple(state.isr), zk_version,
+                           state.controller_epoch)
+        if state.leader_epoch != old_epoch or not was_leader:
             self.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset)
-            self.replica_log_end_offsets = {
-                r: self.replica_log_end_offsets.get(r, -1) for r in replicas if r != self.local_broker_id
-            }
+            self.leader_epoch_start_offset = self.log.log_end_offset
+        now = self._now_ms()
+        old = self.followers if was_leader else {}
+        self.followers = {}
+        for replica in replicas:
+            if replica == self.local_broker_id:
+                continue
+            kept = old.get(replica)
+            self.followers[replica] = kept if kept is not None else FollowerState(
+                last_caught_up_ms=now if replica in state.isr else 0,
+                last_fetch_leader_log_end_offset=self.log.log_end_offset, last_fetch_ms=now)
+        self.pending_isr = None
         self._maybe_increment_high_watermark()
+
+    def _make_follower(self, replicas: tuple[int, ...], state: PartitionState, zk_version: int) -> None:
+        if self.is_leader:
+            self.leader_term += 1
+        self._role = _Role(state.leader, state.leader_epoch, replicas, tuple(state.isr), zk_version,
+                           state.controller_epoch)
+        self.followers = {}
+        self.pending_isr = None
+        self.leader_epoch_start_offset = -1
+
+    def stop_leading(self) -> None:
+        """The partition is being removed or stopped: no acks=all wait may complete on it."""
+        self.leader_term += 1
 
     def leader_epoch_error(self, current_leader_epoch: int) -> int:
         """KIP-320 fencing of a request that names the epoch it believes current (-1: none)."""
@@ -180,10 +286,12 @@ class Partition:
         corrupt = _first_corrupt_batch(records, limits)
         if corrupt is not None:  # CRC before sequences, as Kafka validates records first
             return self._error(corrupt.error)
+        if verdict.error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER if isinstance(verdict, Rejected) else False:
+            logger.info("%s-%d: %s", self.topic, self.partition, verdict.message)
         if isinstance(verdict, Duplicate):
             batch = verdict.batch
             return AppendResult(ErrorCode.NONE, batch.first_offset, batch.last_offset, -1,
-                                self.log.log_start_offset)
+                                self.log.log_start_offset, leader_term=self.leader_term)
         return self._error(verdict)
 
     def _append(self, records: memoryview, headers: list[BatchHeader],
@@ -198,14 +306,29 @@ class Partition:
             return self._error(Rejected(exc.kafka_error_code, str(exc), -1))
         assert info.batches == len(headers), "the log appends exactly the batches we checked"
         self.producer_state.record_append(headers, info.first_offset, self._now_ms())
+        self._on_high_watermark(self.log_end_key)  # wakes follower long polls
         self._maybe_increment_high_watermark()
         return AppendResult(ErrorCode.NONE, info.first_offset, info.last_offset,
-                            info.log_append_time, self.log.log_start_offset)
+                            info.log_append_time, self.log.log_start_offset,
+                            leader_term=self.leader_term)
 
     def _error(self, rejected: Rejected) -> AppendResult:
         return AppendResult(rejected.error_code, error_message=rejected.message,
                             batch_index=rejected.batch_index,
                             log_start_offset=self.log.log_start_offset)
+
+    def check_enough_replicas_reach_offset(self, required_offset: int, leader_term: int) -> tuple[bool, int]:
+        """acks=all completion (Kafka ``checkEnoughReplicasReachOffset``): (done, error code).
+        Done with NONE once the high watermark reaches ``required_offset`` (the batch's last
+        offset + 1) with the ISR at least ``min.insync.replicas``; NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        if the ISR shrank below it; NOT_LEADER_OR_FOLLOWER if leadership was lost meanwhile."""
+        if not self.is_leader or self.leader_term != leader_term:
+            return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.high_watermark < required_offset:
+            return False, ErrorCode.NONE
+        if len(self.isr) < self.min_insync_replicas:
+            return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return True, ErrorCode.NONE
 
     # ------------------------------------------------------------------------------ read
 
@@ -231,24 +354,157 @@ class Partition:
         return ReadResult(error_code, self.high_watermark, self.last_stable_offset,
                           self.log.log_start_offset, records)
 
-    # ------------------------------------------------------------------------- followers
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (the largest epoch <= ``epoch``, where it ends)."""
+        return self.leader_epochs.end_offset_for(epoch, self.log.log_end_offset)
 
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
-        """A follower's fetch offset is its log end offset; it may move the high watermark.
-        (ISR expansion when it catches up comes with the replication issue.)"""
-        if replica_id in self.replica_log_end_offsets:
-            self.replica_log_end_offsets[replica_id] = fetch_offset
-            self._maybe_increment_high_watermark()
+    # ---------------------------------------------------------------- leader: followers
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int,
+                              now_ms: int | None = None) -> IsrChange | None:
+        """A follower fetched from ``fetch_offset`` (its log end offset): Kafka
+        ``updateFollowerFetchState`` + ``maybeExpandIsr`` + ``maybeIncrementLeaderHW``. Returns
+        an ISR expansion to write, if the follower just caught up."""
+        follower = self.followers.get(replica_id) if self.is_leader else None
+        if follower is None:
+            return None
+        now = self._now_ms() if now_ms is None else now_ms
+        leader_end = self.log.log_end_offset
+        if fetch_offset >= leader_end:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, now)
+        elif fetch_offset >= follower.last_fetch_leader_log_end_offset:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        follower.log_end_offset = fetch_offset
+        follower.last_fetch_leader_log_end_offset = leader_end
+        follower.last_fetch_ms = now
+        change = self._maybe_expand_isr(replica_id, follower)
+        self._maybe_increment_high_watermark()
+        return change
+
+    def _maybe_expand_isr(self, replica_id: int, follower: FollowerState) -> IsrChange | None:
+        if self.pending_isr is not None or replica_id in self.isr or replica_id not in self.replicas:
+            return None
+        caught_up = (follower.log_end_offset >= self.high_watermark
+                     and follower.log_end_offset >= self.leader_epoch_start_offset)
+        if not caught_up:
+            return None
+        return self._propose_isr(self.isr + (replica_id,))
+
+    def maybe_shrink_isr(self, now_ms: int | None = None) -> IsrChange | None:
+        """Propose dropping followers not caught up within ``replica.lag.time.max.ms``."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        now = self._now_ms() if now_ms is None else now_ms
+        lagging = []
+        for replica in self.isr:
+            if replica == self.local_broker_id:
+                continue
+            follower = self.followers.get(replica)
+            if follower is None or now - follower.last_caught_up_ms > self.replica_lag_time_max_ms:
+                lagging.append(replica)
+        if not lagging:
+            return None
+        logger.info("%s-%d: shrinking ISR %s: %s lag more than %d ms", self.topic, self.partition,
+                    list(self.isr), lagging, self.replica_lag_time_max_ms)
+        return self._propose_isr(tuple(r for r in self.isr if r not in lagging))
+
+    def _propose_isr(self, isr: tuple[int, ...]) -> IsrChange:
+        role = self._role
+        change = IsrChange(self.topic, self.partition,
+                           PartitionState(role.leader_id, role.leader_epoch, isr, role.controller_epoch),
+                           role.zk_version)
+        self.pending_isr = change
+        return change
+
+    def complete_isr_change(self, change: IsrChange, new_version: int | None) -> bool:
+        """The outcome of writing ``change``: its new znode version, or None when the write
+        lost to another writer (or failed). True when the ISR changed."""
+        if self.pending_isr is not change:
+            return False
+        self.pending_isr = None
+        role = self._role
+        if new_version is None or not self.is_leader or role.leader_epoch != change.state.leader_epoch:
+            return False
+        self._role = replace(role, isr=tuple(change.state.isr), zk_version=new_version)
+        logger.info("%s-%d: ISR %s -> %s", self.topic, self.partition, list(role.isr), list(self.isr))
+        self._maybe_increment_high_watermark()
+        self._on_high_watermark(self.key)  # acks=all waiters re-check min.insync.replicas
+        return True
 
     def _maybe_increment_high_watermark(self) -> None:
         if not self.is_leader:
             return
-        ends = [self.log.log_end_offset]
-        ends += [self.replica_log_end_offsets.get(r, -1) for r in self.isr if r != self.local_broker_id]
-        candidate = min(ends)
+        candidate = self.log.log_end_offset
+        maximal = self.maximal_isr
+        now = None
+        for replica, follower in self.followers.items():
+            if follower.log_end_offset >= candidate:
+                continue
+            if replica in maximal:
+                candidate = follower.log_end_offset
+                continue
+            now = self._now_ms() if now is None else now
+            if now - follower.last_caught_up_ms <= self.replica_lag_time_max_ms:
+                candidate = follower.log_end_offset
         if candidate > self.high_watermark:
             self.high_watermark = candidate
             self._on_high_watermark(self.key)
+
+    # ----------------------------------------------------------------------- follower
+
+    def append_as_follower(self, records, leader_high_watermark: int) -> int:
+        """Append the leader's batches as they are; returns how many batches. Their epochs go
+        to the epoch cache and their producers to the producer state, as on the leader."""
+        assert not self.is_leader, "only followers append the leader's batches"
+        info = self.log.append_as_follower(records)
+        if info.batches:
+            now = self._now_ms()
+            for _, header in iter_batches(records):
+                self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
+                self.producer_state.record_batch(header, header.base_offset, now)
+        self.update_follower_high_watermark(leader_high_watermark)
+        return info.batches
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        candidate = min(leader_high_watermark, self.log.log_end_offset)
+        if candidate > self.high_watermark:
+            self.high_watermark = candidate
+            self._on_high_watermark(self.key)
+
+    def truncate_to(self, offset: int) -> bool:
+        """Cut the log at ``offset`` (a follower's diverged tail); rebuild the epoch cache and
+        the producer state to match. True if anything was removed.
+
+        Even when no data goes, epoch entries starting at the log end are dropped: they come
+        from leaderships that wrote nothing here, and a follower that kept one would name it
+        in OffsetForLeaderEpoch forever (a leader that never saw that epoch answers with an
+        older one, the truncation point is our log end, and nothing would change)."""
+        if offset >= self.log.log_end_offset:
+            self.leader_epochs.remove_from(self.log.log_end_offset)
+            return False
+        logger.info("%s-%d: truncating from %d to %d", self.topic, self.partition,
+                    self.log.log_end_offset, offset)
+        self.log.truncate_to(offset)
+        self.leader_epochs.remove_from(self.log.log_end_offset)
+        self._after_truncation()
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """The leader's log starts above ours: drop everything and continue at ``offset``."""
+        logger.info("%s-%d: replacing the log with an empty one at %d", self.topic, self.partition, offset)
+        self.log.truncate_fully_and_start_at(offset)
+        self.leader_epochs.remove_from(0)
+        self._after_truncation()
+        self.high_watermark = offset
+
+    def _after_truncation(self) -> None:
+        self.producer_state.truncate()
+        load_producer_state(self.log, self.producer_state, self._now_ms())
+        end = self.log.log_end_offset
+        if self.high_watermark > end:
+            logger.warning("%s-%d: truncation below the high watermark %d (to %d)", self.topic,
+                           self.partition, self.high_watermark, end)
+            self.high_watermark = max(end, self.log.log_start_offset)
 
     # -------------------------------------------------------------------------- upkeep
 
@@ -287,6 +543,18 @@ def _batch_headers(records: memoryview, limits: BatchLimits) -> list[BatchHeader
         position += header.size
         index += 1
     return headers
+
+
+def _check_records(records: memoryview, limits: BatchLimits) -> Rejected | None:
+    """Kafka's ``LogValidator`` step: the CRC, then every record of the batch must decode
+    (compressed sections decompress within ``decompressed_bytes_max``, no record overruns its
+    batch, no control batch from a client). The CRC only proves the bytes are the producer's;
+    without this a batch of garbage with a valid CRC would be stored and fail every consumer."""
+    try:
+        check_batches(records, limits=limits, check_crc=True)
+    except RecordsError as exc:
+        return Rejected(exc.kafka_error_code, str(exc), 0)
+    return None
 
 
 def _check_records(records: memoryview, limits: BatchLimits) -> Rejected | None:

@@ -32,8 +32,12 @@ SCAN_READ_BYTES = 4 << 20
 
 def load_producer_state(log: Log, state: ProducerStateManager, now_ms: int) -> int:
     """Fill ``state`` from the newest usable snapshot plus the log after it; returns the number
-    of batches replayed from the log."""
+    of batches replayed from the log. A log without a directory (the simulator's in-memory
+    log) has no snapshots: everything is replayed."""
     directory = log.directory
+    if directory is None:
+        state.expire(now_ms)
+        return replay_log(log, state, log.log_start_offset, now_ms)
     _remove_temporary_files(directory)
     start, end = log.log_start_offset, log.log_end_offset
     scan_from = start

@@ -5,19 +5,26 @@ Start-up, in order (each step needs the one before):
 1. Open the logs (``LogManager``: crash recovery unless the last shutdown was clean).
 2. Bind the listener (not yet serving), so a listener on port 0 knows its port.
 3. ZooKeeper: create the chroot if missing, open the session, create Kafka's persistent paths,
-   read or choose the cluster id, register ``/brokers/ids/N`` with the advertised listeners
-   (waiting out the ephemeral node of a previous process of this broker that was killed).
-4. Read the cluster metadata once in full, open the partitions this broker holds (producer state
-   and leader epochs loaded), delete the logs of topics deleted while it was down, and stand for
-   controller if there is none.
-5. Serve: the network server, the ZooKeeper metadata sync and the scheduler (retention, flush,
-   checkpoints, producer expiry) run in one TaskGroup until ``stop`` is set.
+   read or choose the cluster id; after an unclean shutdown, leave every ISR this broker is in
+   (not as the last member; ``broker.replica.fencing``); register ``/brokers/ids/N`` with the
+   advertised listeners (waiting out the ephemeral node of a previous process of this broker
+   that was killed).
+4. Read the cluster metadata once in full, open the partitions this broker holds (producer state,
+   leader epochs and checkpointed high watermarks loaded; followers start fetching), delete the
+   logs of topics deleted while it was down.
+5. Serve: the network server, the ZooKeeper metadata sync, the controller (which stands for
+   election at once), the follower fetchers, the ISR writer and the scheduler (retention, flush,
+   checkpoints, producer expiry, ISR shrink checks) run in one TaskGroup until ``stop`` is set.
 
-Stop (SIGTERM/SIGINT): long polls are woken, the listener closes, requests already read are
-answered (``shutdown.drain.timeout.ms``), the background tasks are cancelled, producer states
-are snapshotted, the logs closed cleanly (the clean-shutdown marker is written last), and the
-ZooKeeper session closed (its ephemeral nodes vanish at once, so a new controller is elected
-without waiting for the session timeout).
+Stop (SIGTERM/SIGINT): first a controlled shutdown (``controlled.shutdown.enable``): the
+controller is asked (ControlledShutdown, or directly when this broker is the controller) to move
+this broker's leaderships to other in-sync replicas, up to ``controlled.shutdown.max.retries``
+times, while the broker keeps serving so that clients follow the moves. Then long polls are
+woken, the listener closes, requests already read are answered (``shutdown.drain.timeout.ms``),
+a controller lets its last requests out, the background tasks are cancelled, producer states
+are snapshotted and high watermarks checkpointed, the logs closed cleanly (the clean-shutdown
+marker is written last), and the ZooKeeper session closed (its ephemeral nodes vanish at once,
+so a new controller is elected without waiting for the session timeout).
 
 Time (``now_ms``), randomness (``rng``) and sleeping (``sleep``) are injected.
 """
@@ -37,19 +44,26 @@ from kazoo.handlers.threading import KazooTimeoutError
 from broker.cluster.errors import ClusterError, ZooKeeperUnavailableError
 from broker.cluster.layout import BrokerRegistration, EndPoint
 from broker.cluster.zk import KafkaZkClient
+from broker.controller import ControllerSettings
 from broker.log import LogManager, wall_clock_ms
 from broker.records import BatchLimits
+from broker.replica.fencing import fence_after_unclean_shutdown
+from broker.replica.fetcher import FetcherSettings
 from broker.replica.manager import ReplicaManager, ReplicaSettings
 from broker.replica.purgatory import Purgatory
 from broker.server.config import BrokerConfig, Listener
 from broker.server.context import BrokerContext
-from broker.server.controller import StandInController
+from broker.server.controller import ControllerService
 from broker.server.dispatch import Dispatcher
+from broker.server.inter_broker import InterBrokerConnection, InterBrokerError
+from broker.server.isr_writer import IsrWriter
 from broker.server.metadata import ClusterSnapshot, MetadataCache
 from broker.server.network import KafkaServer, NetworkLimits
 from broker.server.producer_ids import ProducerIdManager
+from broker.server.replica_fetcher import ReplicaFetcherManager
 from broker.server.scheduler import Scheduler
 from broker.server.zk_sync import MetadataSync
+from broker.wire import ApiKey, ControlledShutdownRequest, ErrorCode
 
 __all__ = ["Broker", "ensure_chroot"]
 
@@ -70,6 +84,9 @@ class Broker:
         self.sync: MetadataSync | None = None
         self.replicas: ReplicaManager | None = None
         self.context: BrokerContext | None = None
+        self.controller: ControllerService | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.isr_writer: IsrWriter | None = None
         self.ready = asyncio.Event()
 
     @property
@@ -94,7 +111,7 @@ class Broker:
         self.replicas = ReplicaManager(
             config.broker_id, self.log_manager, Purgatory(config.purgatory_waiters_max), self._now_ms,
             ReplicaSettings(config.producer_id_expiration_ms, config.producer_state_entries_max,
-                            config.min_insync_replicas, limits),
+                            config.min_insync_replicas, limits, config.replica_lag_time_max_ms),
         )
         self.server = KafkaServer(_Deferred(self), config.listeners[0].host, config.listeners[0].port,
                                   NetworkLimits(config.socket_request_max_bytes, config.max_connections,
@@ -122,15 +139,36 @@ class Broker:
         await asyncio.to_thread(zk.start)
         await asyncio.to_thread(zk.ensure_persistent_paths)
         cluster_id = await asyncio.to_thread(zk.get_or_create_cluster_id, self._rng)
+        if not all(self.log_manager.had_clean_shutdown.values()):
+            await asyncio.to_thread(fence_after_unclean_shutdown, zk, config.broker_id)
         epoch = await asyncio.to_thread(zk.register_broker, self._registration())
         logger.info("registered broker %d (epoch %d) in cluster %s", config.broker_id, epoch, cluster_id)
         cache = MetadataCache(ClusterSnapshot(cluster_id=cluster_id))
         self.sync = MetadataSync(zk, cache, self._on_metadata)
-        controller = StandInController(zk, config.broker_id, self._now_ms, self._rng,
-                                       self.sync.request_refresh)
+        listener = config.listeners[0].name
+        self.fetchers = ReplicaFetcherManager(
+            config.broker_id, cache, listener,
+            FetcherSettings(config.replica_fetch_wait_max_ms, config.replica_fetch_min_bytes,
+                            config.replica_fetch_max_bytes, config.replica_fetch_response_max_bytes,
+                            config.replica_fetch_backoff_ms),
+            config.replica_socket_timeout_ms, self._now_ms)
+        self.fetchers.get_partition = self.replicas.get
+        self.replicas.fetchers = self.fetchers
+        self.isr_writer = IsrWriter(zk, self.replicas.complete_isr_change, self.replicas.refresh_leader_state)
+        self.replicas.isr_writer = self.isr_writer.submit
+        self.controller = ControllerService(
+            zk, config.broker_id,
+            ControllerSettings(config.unclean_leader_election_enable, config.auto_leader_rebalance_enable,
+                               config.leader_imbalance_per_broker_percentage),
+            self._now_ms, self._rng, self.sync.request_refresh, listener,
+            config.controller_socket_timeout_ms, config.leader_imbalance_check_interval_seconds * 1000)
         producer_ids = ProducerIdManager(lambda: zk.allocate_producer_id_block(config.broker_id))
-        self.context = BrokerContext(config, cache, self.replicas, controller, producer_ids, self._now_ms)
-        await asyncio.to_thread(self.sync.start_watches, asyncio.get_running_loop())
+        self.context = BrokerContext(config, cache, self.replicas, self.controller, producer_ids,
+                                     self._now_ms, listener_name=listener, broker_epoch=epoch,
+                                     request_metadata_refresh=self.sync.request_refresh)
+        loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self.sync.start_watches, loop)
+        await asyncio.to_thread(self.controller.start_watches, loop)
         snapshot = await self.sync.initial_load()
         self.replicas.delete_stray_logs(set(snapshot.topics))
 
@@ -140,7 +178,7 @@ class Broker:
         return BrokerRegistration(self.config.broker_id, endpoints, self._now_ms())
 
     async def _on_metadata(self, snapshot: ClusterSnapshot) -> None:
-        self.replicas.apply(snapshot.topics)
+        self.replicas.apply(snapshot.topics, may_lead=False)  # leadership only from the controller
         if self.config.broker_id not in snapshot.brokers:
             await self._register_again()
         await self.context.controller.on_metadata(snapshot)
@@ -152,7 +190,9 @@ class Broker:
         its session-expiry handler)."""
         logger.warning("broker %d is not registered in ZooKeeper; registering again", self.config.broker_id)
         try:
-            await asyncio.to_thread(self.zk.register_broker, self._registration(), 0)
+            epoch = await asyncio.to_thread(self.zk.register_broker, self._registration(), 0)
+            self.context.broker_epoch = epoch
+            logger.info("broker %d registered again (epoch %d)", self.config.broker_id, epoch)
         except (ClusterError, KazooException) as exc:
             logger.error("registering broker %d again failed: %s", self.config.broker_id, exc)
         self.sync.request_refresh(brokers=True, controller=True)
@@ -163,11 +203,19 @@ class Broker:
         scheduler = self._scheduler()
         async with asyncio.TaskGroup() as group:
             background = [group.create_task(self.sync.run(), name="metadata-sync"),
-                          group.create_task(scheduler.run(), name="scheduler")]
+                          group.create_task(scheduler.run(), name="scheduler"),
+                          group.create_task(self.controller.run(), name="controller"),
+                          group.create_task(self.fetchers.run(), name="replica-fetchers"),
+                          group.create_task(self.isr_writer.run(), name="isr-writer")]
             stopping = group.create_task(stop.wait(), name="stop")
             await asyncio.wait([stopping, *background], return_when=asyncio.FIRST_COMPLETED)
             logger.info("broker %d stopping", self.config.broker_id)
+            if stopping.done():
+                await self._controlled_shutdown()
+                # A controller tells the new leaders (itself included) before it stops listening.
+                await self.controller.channels.drain(self.config.shutdown_drain_timeout_ms / 1000)
             await self._stop_serving()
+            await self.controller.stop(self.config.shutdown_drain_timeout_ms / 1000)
             for task in (*background, stopping):
                 task.cancel()
 
@@ -179,7 +227,50 @@ class Broker:
         scheduler.every("checkpoints", config.log_flush_offset_checkpoint_interval_ms, replicas.checkpoint)
         scheduler.every("producer-expiration", config.producer_id_expiration_check_interval_ms,
                         replicas.expire_producers)
+        scheduler.every("isr-expiration", max(1, config.replica_lag_time_max_ms // 2),
+                        replicas.maybe_shrink_isr)
+        scheduler.every("high-watermark-checkpoint", config.replica_high_watermark_checkpoint_interval_ms,
+                        replicas.checkpoint_high_watermarks)
         return scheduler
+
+    async def _controlled_shutdown(self) -> None:
+        """Ask the controller to move this broker's leaderships away (Kafka
+        ``KafkaServer.controlledShutdown``); retry while some remain, then stop anyway."""
+        config = self.config
+        if not config.controlled_shutdown_enable or self.context is None:
+            return
+        attempts = config.controlled_shutdown_max_retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                error, remaining = await self._ask_for_controlled_shutdown()
+            except InterBrokerError as exc:
+                error, remaining = ErrorCode.NETWORK_EXCEPTION, [f"({exc})"]
+            if error == ErrorCode.NONE and not remaining:
+                logger.info("broker %d: controlled shutdown done", config.broker_id)
+                return
+            logger.info("broker %d: controlled shutdown attempt %d/%d: error %d, still leading %s",
+                        config.broker_id, attempt, attempts, error, remaining[:5])
+            if attempt < attempts:
+                await self._sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
+        logger.warning("broker %d: controlled shutdown incomplete; stopping anyway", config.broker_id)
+
+    async def _ask_for_controlled_shutdown(self) -> tuple[int, list]:
+        config, context = self.config, self.context
+        controller_id = context.metadata.snapshot.controller_id
+        if controller_id == config.broker_id and self.controller.active:
+            return await self.controller.controlled_shutdown(config.broker_id, context.broker_epoch)
+        endpoint = context.metadata.snapshot.endpoint(controller_id, context.listener_name)
+        if endpoint is None:
+            return ErrorCode.NOT_CONTROLLER, []
+        connection = InterBrokerConnection(endpoint.host, endpoint.port, f"broker-{config.broker_id}",
+                                           config.controller_socket_timeout_ms / 1000)
+        try:
+            response = await connection.request(
+                ApiKey.CONTROLLED_SHUTDOWN, 3,
+                ControlledShutdownRequest(broker_id=config.broker_id, broker_epoch=context.broker_epoch))
+        finally:
+            await connection.close()
+        return response.error_code, [(p.topic_name, p.partition_index) for p in response.remaining_partitions]
 
     async def _stop_serving(self) -> None:
         """Wake long polls, stop accepting, answer what was read."""

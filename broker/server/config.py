@@ -76,6 +76,24 @@ class BrokerConfig:
     producer_state_entries_max: int = 100_000
     purgatory_waiters_max: int = 10_000
     shutdown_drain_timeout_ms: int = 5_000
+    # replication (Kafka's names and defaults)
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes: int = 1_048_576
+    replica_fetch_response_max_bytes: int = 10_485_760
+    replica_fetch_backoff_ms: int = 1_000
+    replica_socket_timeout_ms: int = 30_000
+    replica_high_watermark_checkpoint_interval_ms: int = 5_000
+    # the controller
+    controller_socket_timeout_ms: int = 30_000
+    unclean_leader_election_enable: bool = False
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5_000
     log: LogConfig = field(default_factory=LogConfig)
     unknown_keys: tuple[str, ...] = ()
     properties: Mapping[str, str] = field(default_factory=dict)  # as given, for DescribeConfigs
@@ -116,10 +134,32 @@ class BrokerConfig:
             producer_state_entries_max=p.get("producer.state.entries.max", _positive_int, 100_000),
             purgatory_waiters_max=p.get("purgatory.waiters.max", _non_negative_int, 10_000),
             shutdown_drain_timeout_ms=p.get("shutdown.drain.timeout.ms", _non_negative_int, 5_000),
+            replica_lag_time_max_ms=p.get("replica.lag.time.max.ms", _positive_int, 30_000),
+            replica_fetch_wait_max_ms=p.get("replica.fetch.wait.max.ms", _positive_int, 500),
+            replica_fetch_min_bytes=p.get("replica.fetch.min.bytes", _positive_int, 1),
+            replica_fetch_max_bytes=p.get("replica.fetch.max.bytes", _positive_int, 1_048_576),
+            replica_fetch_response_max_bytes=p.get("replica.fetch.response.max.bytes", _positive_int,
+                                                   10_485_760),
+            replica_fetch_backoff_ms=p.get("replica.fetch.backoff.ms", _non_negative_int, 1_000),
+            replica_socket_timeout_ms=p.get("replica.socket.timeout.ms", _positive_int, 30_000),
+            replica_high_watermark_checkpoint_interval_ms=p.get(
+                "replica.high.watermark.checkpoint.interval.ms", _positive_int, 5_000),
+            controller_socket_timeout_ms=p.get("controller.socket.timeout.ms", _positive_int, 30_000),
+            unclean_leader_election_enable=p.get("unclean.leader.election.enable", _bool, False),
+            auto_leader_rebalance_enable=p.get("auto.leader.rebalance.enable", _bool, True),
+            leader_imbalance_check_interval_seconds=p.get(
+                "leader.imbalance.check.interval.seconds", _positive_int, 300),
+            leader_imbalance_per_broker_percentage=p.get(
+                "leader.imbalance.per.broker.percentage", _percentage, 10),
+            controlled_shutdown_enable=p.get("controlled.shutdown.enable", _bool, True),
+            controlled_shutdown_max_retries=p.get("controlled.shutdown.max.retries", _non_negative_int, 3),
+            controlled_shutdown_retry_backoff_ms=p.get(
+                "controlled.shutdown.retry.backoff.ms", _non_negative_int, 5_000),
             log=_log_config(props),
             properties=MappingProxyType(dict(props)),
         )
         _check_listeners(config)
+        _check_replication(config)
         return replace(config, unknown_keys=_unknown(props, p.known))
 
 
@@ -132,6 +172,13 @@ def _log_config(props: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_properties(props)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+
+
+def _check_replication(config: BrokerConfig) -> None:
+    """Kafka's own cross-check: a follower's long poll must end before its socket times out."""
+    if config.replica_socket_timeout_ms < config.replica_fetch_wait_max_ms:
+        raise ConfigError(f"replica.socket.timeout.ms ({config.replica_socket_timeout_ms}) must be at "
+                          f"least replica.fetch.wait.max.ms ({config.replica_fetch_wait_max_ms})")
 
 
 def _check_listeners(config: BrokerConfig) -> None:
@@ -184,6 +231,10 @@ def _positive_long(key: str, raw: str) -> int:
 
 def _int16_positive(key: str, raw: str) -> int:
     return _integer(key, raw, 1, 32767)  # replication factors are int16 on the wire
+
+
+def _percentage(key: str, raw: str) -> int:
+    return _integer(key, raw, 0, 100)
 
 
 def _broker_id(key: str, raw: str) -> int:

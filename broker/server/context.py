@@ -18,7 +18,8 @@ __all__ = ["BrokerContext", "ControllerApi", "ProducerIdSource"]
 
 
 class ControllerApi(Protocol):
-    """What CreateTopics, DeleteTopics and Metadata auto-creation need of the controller."""
+    """What CreateTopics, DeleteTopics, ControlledShutdown and Metadata auto-creation need of
+    the controller."""
 
     active: bool
 
@@ -29,6 +30,8 @@ class ControllerApi(Protocol):
                            config: Mapping[str, str]) -> tuple[int, str | None]: ...
 
     async def delete_topic(self, name: str) -> tuple[int, str | None]: ...
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, list]: ...
 
 
 class ProducerIdSource(Protocol):
@@ -45,6 +48,8 @@ class BrokerContext:
     now_ms: Callable[[], int]
     listener_name: str = "PLAINTEXT"
     stopping: bool = False  # set at shutdown: long polls answer at once
+    broker_epoch: int = -1  # czxid of our /brokers/ids/N (KIP-380); -1 until registered
+    request_metadata_refresh: Callable[..., None] = lambda **_: None  # MetadataSync.request_refresh
 
     @property
     def broker_id(self) -> int:

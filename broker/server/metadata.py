@@ -20,7 +20,7 @@ from broker.cluster.layout import BrokerRegistration, EndPoint, PartitionState
 from broker.replica.manager import PartitionView
 
 __all__ = ["TopicMetadata", "ClusterSnapshot", "MetadataCache", "parse_topic_id", "ZERO_TOPIC_ID",
-           "PartitionView"]
+           "PartitionView", "merge_topic", "merge_partition_states"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +87,57 @@ def topic_metadata(name: str, replicas: Mapping[int, tuple[int, ...]],
         state, version = found if found is not None else (None, -1)
         partitions[index] = PartitionView(tuple(replica_list), state, version)
     return TopicMetadata(name, MappingProxyType(partitions), MappingProxyType(dict(config)), topic_id)
+
+
+def _newer(candidate: PartitionView, current: PartitionView) -> bool:
+    if candidate.state is None:
+        return False
+    if current.state is None:
+        return True
+    return (candidate.state.leader_epoch, candidate.zk_version) > (current.state.leader_epoch,
+                                                                   current.zk_version)
+
+
+def merge_topic(old: TopicMetadata | None, new: TopicMetadata) -> TopicMetadata:
+    """``new`` (read from ZooKeeper), keeping any partition state of ``old`` that is newer (an
+    UpdateMetadata from the controller that arrived while the read was in flight). States are
+    ordered by (leader epoch, znode version), as partitions order them."""
+    if old is None or old.topic_id != new.topic_id:
+        return new
+    partitions = dict(new.partitions)
+    for index, view in new.partitions.items():
+        kept = old.partitions.get(index)
+        if kept is not None and kept.replicas == view.replicas and _newer(kept, view):
+            partitions[index] = kept
+    if partitions == dict(new.partitions):
+        return new
+    return replace(new, partitions=MappingProxyType(partitions))
+
+
+def merge_partition_states(snapshot: ClusterSnapshot, controller_id: int,
+                           states: Mapping[tuple[str, int], PartitionView]) -> tuple[ClusterSnapshot, set[str]]:
+    """Apply an UpdateMetadata: each partition state that is newer than the cached one, and the
+    controller id. Returns the new snapshot and the topics it does not know yet (the caller
+    reads them from ZooKeeper)."""
+    topics = dict(snapshot.topics)
+    unknown: set[str] = set()
+    changed = controller_id != snapshot.controller_id
+    for (name, index), view in states.items():
+        topic = topics.get(name)
+        if topic is None or index not in topic.partitions:
+            unknown.add(name)
+            continue
+        current = topic.partitions[index]
+        if not _newer(view, current):
+            continue
+        partitions = dict(topic.partitions)
+        partitions[index] = PartitionView(current.replicas if not view.replicas else view.replicas,
+                                          view.state, view.zk_version)
+        topics[name] = replace(topic, partitions=MappingProxyType(partitions))
+        changed = True
+    if not changed:
+        return snapshot, unknown
+    return snapshot.with_changes(topics=topics, controller_id=controller_id), unknown
 
 
 class MetadataCache:

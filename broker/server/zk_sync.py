@@ -8,9 +8,10 @@ and its controller). A partition whose state znode does not exist yet (the contr
 just after the topic) is read again after ``STATE_RETRY_BACKOFF_MS``, doubling up to
 ``STATE_RETRY_BACKOFF_MAX_MS``; so is everything after a ZooKeeper error.
 
-Partition state changes are not watched: in Kafka 2.x brokers learn them from the controller
-(LeaderAndIsr), which the controller issue adds; until then the stand-in controller asks for a
-re-read of what it changed (``request_refresh``).
+Partition state changes are not watched: brokers learn them from the controller (LeaderAndIsr
+for their own partitions, UpdateMetadata for the cache), as in Kafka 2.x. A topic read here is
+merged with the cached one, keeping any partition state that is newer by (leader epoch, znode
+version), so a read that was in flight when an UpdateMetadata arrived never moves the cache back.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from broker.server.metadata import (
     ClusterSnapshot,
     MetadataCache,
     TopicMetadata,
+    merge_topic,
     parse_topic_id,
     topic_metadata,
 )
@@ -103,7 +105,8 @@ class MetadataSync:
 
     def request_refresh(self, topics: set[str] | None = None, controller: bool = False,
                         brokers: bool = False) -> None:
-        """Ask for a re-read (the stand-in controller calls this after it wrote something)."""
+        """Ask for a re-read (the controller after writing a topic, handlers that met a topic
+        this broker has not read yet)."""
         self._stale.topics |= set(topics or ())
         self._stale.controller |= controller
         self._stale.brokers |= brokers
@@ -147,7 +150,8 @@ class MetadataSync:
             logger.warning("reading cluster metadata from ZooKeeper failed, retrying: %s", exc)
             self._grow_backoff()
             return snapshot
-        new = self._apply(snapshot, stale, read)
+        # Not the snapshot from before the read: UpdateMetadata may have been applied meanwhile.
+        new = self._apply(self._cache.snapshot, stale, read)
         incomplete = {name for name, topic in new.topics.items() if not topic.complete}
         self._stale.topics |= incomplete
         if incomplete:
@@ -175,7 +179,8 @@ class MetadataSync:
                 del topics[name]
         for name in read.gone:
             topics.pop(name, None)
-        topics.update(read.topics)
+        for name, topic in read.topics.items():
+            topics[name] = merge_topic(topics.get(name), topic)
         changes: dict = {"topics": topics}
         if read.brokers is not None:
             changes["brokers"] = read.brokers

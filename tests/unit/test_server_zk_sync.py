@@ -1,15 +1,14 @@
-"""Metadata sync and the stand-in controller against an in-memory ZooKeeper stand-in."""
+"""Metadata sync against an in-memory ZooKeeper stand-in. (The controller, which used to be a
+stand-in tested here too, has its own tests: test_controller_*.py.)"""
 
 from __future__ import annotations
 
 import asyncio
-from random import Random
 
 from test_server_harness import registration
 
 from broker.cluster.errors import PartitionStateExistsError, TopicExistsError, UnknownTopicOrPartitionError
 from broker.cluster.layout import PartitionState, TopicAssignment
-from broker.server.controller import StandInController
 from broker.server.metadata import ClusterSnapshot, MetadataCache
 from broker.server.zk_sync import MetadataSync
 
@@ -78,37 +77,66 @@ class MemoryZk:
         self.marked.discard(name)
 
 
+class PassiveController:
+    """Never controller: the sync's own behaviour is under test."""
+
+    active = False
+
+    async def on_metadata(self, snapshot) -> None:
+        pass
+
+
 def setup(zk: MemoryZk, broker_id: int = 1):
     cache = MetadataCache(ClusterSnapshot(cluster_id="c"))
     seen: list[ClusterSnapshot] = []
-    holder = {}
+    controller = PassiveController()
 
     async def on_change(snapshot):
         seen.append(snapshot)
-        await holder["controller"].on_metadata(snapshot)
+        await controller.on_metadata(snapshot)
 
     sync = MetadataSync(zk, cache, on_change)
-    holder["controller"] = StandInController(zk, broker_id, lambda: 0, Random(0), sync.request_refresh)
-    return sync, holder["controller"], cache, seen
+    return sync, controller, cache, seen
 
 
-def test_initial_load_elects_and_creates_missing_partition_states():
+def test_initial_load_reads_brokers_controller_topics_and_states():
     zk = MemoryZk()
-    zk.topics["made-by-kafka-tools"] = {0: (2, 1), 1: (3, 2)}  # broker 3 is not live
+    zk.controller = 2
+    zk.topics["t"] = {0: (2, 1), 1: (1, 2)}
+    zk.states[("t", 0)] = PartitionState(2, 3, (2, 1), 1)
 
     async def scenario():
-        sync, controller, cache, _ = setup(zk)
+        sync, _, cache, _ = setup(zk)
         await sync.initial_load()
-        for _ in range(3):  # the controller's writes ask for re-reads
-            await sync.refresh()
-        return controller, cache.snapshot
+        return cache.snapshot
 
-    controller, snapshot = asyncio.run(scenario())
-    assert controller.active and controller.epoch == 1 and snapshot.controller_id == 1
-    assert zk.states[("made-by-kafka-tools", 0)] == PartitionState(2, 0, (2, 1), 1)
-    assert zk.states[("made-by-kafka-tools", 1)] == PartitionState(2, 0, (2,), 1)  # live replicas only
-    topic = snapshot.topics["made-by-kafka-tools"]
-    assert topic.complete and topic.partitions[1].state.leader == 2
+    snapshot = asyncio.run(scenario())
+    assert snapshot.controller_id == 2 and sorted(snapshot.brokers) == [1, 2]
+    topic = snapshot.topics["t"]
+    assert topic.partitions[0].state == PartitionState(2, 3, (2, 1), 1)
+    assert topic.partitions[1].state is None and not topic.complete
+
+
+def test_a_read_never_moves_a_newer_pushed_state_back():
+    """UpdateMetadata may land while a ZooKeeper read is in flight: the newer state stays."""
+    zk = MemoryZk()
+    zk.topics["t"] = {0: (1, 2)}
+    zk.states[("t", 0)] = PartitionState(1, 0, (1, 2), 1)
+
+    async def scenario():
+        from broker.server.metadata import PartitionView, merge_partition_states
+        sync, _, cache, _ = setup(zk)
+        await sync.initial_load()
+        pushed = PartitionView((1, 2), PartitionState(2, 4, (2,), 1), 3)
+        snapshot, unknown = merge_partition_states(cache.snapshot, 1, {("t", 0): pushed})
+        cache.publish(snapshot)
+        sync.request_refresh(topics={"t"})  # ZooKeeper still says epoch 0 in this fake
+        await sync.refresh()
+        return cache.snapshot, unknown
+
+    snapshot, unknown = asyncio.run(scenario())
+    assert unknown == set() and snapshot.controller_id == 1
+    assert snapshot.topics["t"].partitions[0].state == PartitionState(2, 4, (2,), 1)
 
 
 def test_a_partition_without_state_is_read_again_after_a_backoff():
@@ -141,41 +169,10 @@ def test_deleted_topics_leave_the_snapshot():
         sync, controller, cache, _ = setup(zk)
         await sync.initial_load()
         assert "gone" in cache.snapshot.topics
-        await controller.delete_topic("gone")
+        zk.delete_topic_znodes("gone")
+        sync._topics_changed(zk.get_topics())  # the watch fires
         await sync.refresh()
         return cache.snapshot
 
     snapshot = asyncio.run(scenario())
     assert "gone" not in snapshot.topics and zk.marked == set()
-
-
-def test_controller_creates_topic_with_states_and_refuses_duplicates():
-    zk = MemoryZk()
-
-    async def scenario():
-        sync, controller, cache, _ = setup(zk)
-        await sync.initial_load()
-        first = await controller.create_topic("t", {0: [2, 1], 1: [1, 2]}, {"retention.ms": "5"})
-        again = await controller.create_topic("t", {0: [1]}, {})
-        await sync.refresh()
-        return first, again, cache.snapshot
-
-    first, again, snapshot = asyncio.run(scenario())
-    assert first == (0, None) and again[0] == 36
-    assert zk.states[("t", 1)] == PartitionState(1, 0, (1, 2), 1)
-    assert snapshot.topics["t"].config == {"retention.ms": "5"} and snapshot.topics["t"].complete
-
-
-def test_a_second_broker_does_not_become_controller():
-    zk = MemoryZk()
-    zk.controller = 1
-
-    async def scenario():
-        sync, controller, cache, _ = setup(zk, broker_id=2)
-        await sync.initial_load()
-        error = await controller.create_topic("auto", {0: [2]}, {})  # as Metadata auto-creation does
-        return controller.active, error
-
-    active, error = asyncio.run(scenario())
-    assert not active and error == (0, None)
-    assert "auto" in zk.topics and ("auto", 0) not in zk.states  # the real controller writes it

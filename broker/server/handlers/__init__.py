@@ -9,24 +9,29 @@ from types import MappingProxyType, ModuleType
 
 from broker.server.handlers import (
     api_versions,
+    controlled_shutdown,
     create_topics,
     delete_topics,
     describe_configs,
     fetch,
     find_coordinator,
     init_producer_id,
+    leader_and_isr,
     list_offsets,
     metadata,
     offset_for_leader_epoch,
     produce,
+    stop_replica,
+    update_metadata,
 )
 from broker.wire import SUPPORTED_API_VERSIONS
 
 __all__ = ["HANDLERS"]
 
 _MODULES: tuple[ModuleType, ...] = (
-    api_versions, create_topics, delete_topics, describe_configs, fetch, find_coordinator,
-    init_producer_id, list_offsets, metadata, offset_for_leader_epoch, produce,
+    api_versions, controlled_shutdown, create_topics, delete_topics, describe_configs, fetch,
+    find_coordinator, init_producer_id, leader_and_isr, list_offsets, metadata,
+    offset_for_leader_epoch, produce, stop_replica, update_metadata,
 )
 
 HANDLERS: MappingProxyType[int, ModuleType] = MappingProxyType(

@@ -1,7 +1,8 @@
 """DeleteTopics (key 20), v0-6, answered by the controller only (NOT_CONTROLLER 41 elsewhere).
 
-The stand-in controller marks the topic in ``/admin/delete_topics`` and deletes its znodes;
-every broker deletes its logs when the topic leaves its ZooKeeper watch. The answer waits until
+The controller marks the topic in ``/admin/delete_topics`` and deletes its znodes; its topic
+watch then sends StopReplica (delete) to the replicas, and every broker also deletes its logs
+when the topic leaves its own ZooKeeper watch (whichever comes first). The answer waits until
 this broker no longer has the topic (at most ``timeout_ms``, then REQUEST_TIMED_OUT). Unknown
 topics are UNKNOWN_TOPIC_OR_PARTITION (3); v6 may name a topic by id (UNKNOWN_TOPIC_ID 100 when
 no topic has it); ``delete.topic.enable=false`` is TOPIC_DELETION_DISABLED (73).

@@ -8,9 +8,14 @@ batch; later partitions return only whole batches that fit.
 
 Visibility: read_uncommitted reads up to the high watermark; read_committed up to the last
 stable offset (equal to the high watermark while there are no transactions) with an EMPTY
-``aborted_transactions`` list (null for read_uncommitted, reference section 3). Followers
-(``replica_id >= 0``) read up to the log end and report their fetch offset (the replication
-issue builds on it).
+``aborted_transactions`` list (null for read_uncommitted, reference section 3).
+
+Followers (``replica_id >= 0``, Kafka's replica fetch): each partition's fetch offset is the
+follower's log end offset, recorded once per request before reading
+(``Partition.record_follower_fetch``: it may move the high watermark and propose an ISR
+expansion, handed to ``ReplicaManager.submit_isr_change``); the read goes up to the log end,
+and a follower long poll wakes on appends (key ``(topic, partition, "log-end")``) rather than on
+high-watermark moves. A replica the partition does not list gets REPLICA_NOT_AVAILABLE (9).
 
 Long poll: with less than ``min_bytes`` available and ``max_wait_ms`` > 0 the request waits in
 the purgatory, woken whenever the high watermark of one of its partitions moves; it re-reads
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.replica.partition import ISOLATION_READ_COMMITTED, ReadResult
+from broker.replica.partition import ISOLATION_READ_COMMITTED, LOG_END, ReadResult
 from broker.server.context import BrokerContext
 from broker.server.handlers.common import local_leader
 from broker.wire import ApiKey, ErrorCode, FetchResponse
@@ -39,8 +44,11 @@ _Partition = FetchResponse.PartitionData
 async def handle(ctx: BrokerContext, header, request) -> FetchResponse:
     if request.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
-    reads = _read_all(ctx, request)
+    refused = _record_follower_fetches(ctx, request) if request.replica_id >= 0 else {}
+    reads = _read_all(ctx, request, refused)
     keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    if request.replica_id >= 0:
+        keys = [(*key, LOG_END) for key in keys]
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, request.max_wait_ms) / 1000
     while not _satisfied(ctx, request, reads):
@@ -49,7 +57,7 @@ async def handle(ctx: BrokerContext, header, request) -> FetchResponse:
             break
         with waiter:
             woken = await waiter.wait(deadline - loop.time())
-        reads = _read_all(ctx, request)
+        reads = _read_all(ctx, request, refused)
         if not woken:
             break
     return _response(request, reads)
@@ -65,13 +73,36 @@ def _satisfied(ctx: BrokerContext, request, reads: list[ReadResult]) -> bool:
     return sum(len(r.records) for r in reads) >= request.min_bytes
 
 
-def _read_all(ctx: BrokerContext, request) -> list[ReadResult]:
+def _record_follower_fetches(ctx: BrokerContext, request) -> dict[tuple[str, int], int]:
+    """A follower's fetch offsets are its log end offsets: record them once per request.
+    Returns the partitions refused, with their error."""
+    refused = {}
+    for topic in request.topics:
+        for fetch in topic.partitions:
+            partition, error = local_leader(ctx, topic.topic, fetch.partition)
+            if partition is not None:
+                error = partition.leader_epoch_error(fetch.current_leader_epoch)
+                if error == ErrorCode.NONE and request.replica_id not in partition.replicas:
+                    error = ErrorCode.REPLICA_NOT_AVAILABLE
+            if error != ErrorCode.NONE:
+                refused[(topic.topic, fetch.partition)] = error
+                continue
+            ctx.replicas.submit_isr_change(
+                partition.record_follower_fetch(request.replica_id, fetch.fetch_offset))
+    return refused
+
+
+def _read_all(ctx: BrokerContext, request, refused: dict) -> list[ReadResult]:
     """One read per requested partition, in request order, within the byte limits."""
     remaining = min(request.max_bytes, ctx.config.fetch_max_bytes)
     min_one_batch = True
     reads = []
     for topic in request.topics:
         for fetch in topic.partitions:
+            error = refused.get((topic.topic, fetch.partition))
+            if error is not None:
+                reads.append(ReadResult(error))
+                continue
             read = _read_partition(ctx, request, topic.topic, fetch,
                                    min(fetch.partition_max_bytes, remaining), min_one_batch)
             if read.records:
@@ -89,8 +120,6 @@ def _read_partition(ctx: BrokerContext, request, topic: str, fetch, max_bytes: i
     epoch_error = partition.leader_epoch_error(fetch.current_leader_epoch)
     if epoch_error != ErrorCode.NONE:
         return ReadResult(epoch_error)
-    if request.replica_id >= 0:
-        partition.record_follower_fetch(request.replica_id, fetch.fetch_offset)
     return partition.read(fetch.fetch_offset, max(0, max_bytes), request.isolation_level,
                           min_one_batch, request.replica_id)
 

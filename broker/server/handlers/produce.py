@@ -13,9 +13,13 @@ INVALID_REQUIRED_ACKS (21). A non-null ``transactional_id`` gets INVALID_TXN_STA
 partition until the transaction coordinator exists: librdkafka treats 48 as a permanent error
 for those messages (a transactional producer aborts), instead of retrying forever, and
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED would wrongly claim an ACL problem. acks=0 gets no
-response at all (a failure closes the connection instead). acks=-1 waits in the purgatory
-until the high watermark passes the batch (at once while the ISR is only this broker), or
-REQUEST_TIMED_OUT (7) after ``timeout_ms``.
+response at all (a failure closes the connection instead). acks=-1 is refused with
+NOT_ENOUGH_REPLICAS (19) when the ISR is smaller than ``min.insync.replicas`` (nothing is
+appended), else waits in the purgatory until the high watermark passes the batch (at once while
+the ISR is only this broker): NOT_ENOUGH_REPLICAS_AFTER_APPEND (20) if the ISR shrank below the
+minimum meanwhile, NOT_LEADER_OR_FOLLOWER (6) if this broker stopped leading in between (even if
+it leads again: the batch may have been truncated), REQUEST_TIMED_OUT (7) after ``timeout_ms``.
+All three are retriable; an idempotent producer's retry is deduplicated wherever it lands.
 """
 
 from __future__ import annotations
@@ -72,28 +76,41 @@ def _append(ctx: BrokerContext, topic: str, data, acks: int) -> AppendResult:
 
 async def _wait_for_replication(ctx: BrokerContext, results: dict, timeout_ms: int) -> None:
     """Kafka's DelayedProduce: wait until every appended batch is below its partition's high
-    watermark. A partition that lost leadership meanwhile answers NOT_LEADER_OR_FOLLOWER."""
+    watermark (``Partition.check_enough_replicas_reach_offset``). A partition that lost
+    leadership meanwhile answers NOT_LEADER_OR_FOLLOWER; one whose ISR fell below
+    ``min.insync.replicas`` after the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND (20)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, timeout_ms) / 1000
+    done_keys: set = set()  # acknowledged: a later leadership change does not undo that
     while True:
         pending = {}
         for key, result in results.items():
-            if result.error_code != ErrorCode.NONE or result.last_offset < 0:
+            if result.error_code != ErrorCode.NONE or result.last_offset < 0 or key in done_keys:
                 continue
-            partition, error = local_leader(ctx, *key)
+            partition = ctx.replicas.get(*key)
             if partition is None:
-                results[key] = AppendResult(error)
-            elif partition.high_watermark <= result.last_offset:
+                results[key] = AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                continue
+            done, error = partition.check_enough_replicas_reach_offset(result.last_offset + 1,
+                                                                        result.leader_term)
+            if not done:
                 pending[key] = partition
+            elif error != ErrorCode.NONE:
+                results[key] = AppendResult(error, error_message=ErrorCode(error).message)
+            else:
+                done_keys.add(key)
         if not pending:
             return
         waiter = ctx.replicas.purgatory.watch(pending)
         if waiter is None or not await _wait(waiter, deadline - loop.time()):
-            for key in pending:
-                partition = ctx.replicas.get(*key)
-                if partition is None or partition.high_watermark <= results[key].last_offset:
+            for key, partition in pending.items():
+                done, error = partition.check_enough_replicas_reach_offset(
+                    results[key].last_offset + 1, results[key].leader_term)
+                if not done:
                     results[key] = AppendResult(ErrorCode.REQUEST_TIMED_OUT,
                                                 error_message="timed out waiting for replication")
+                elif error != ErrorCode.NONE:
+                    results[key] = AppendResult(error, error_message=ErrorCode(error).message)
             return
 
 

@@ -1,7 +1,8 @@
 """The registry of API specs, and the version ranges the broker advertises in ApiVersions.
 
 ``API_SPECS`` is what the codec *can* parse; ``SUPPORTED_API_VERSIONS`` is what the server
-*offers* (the reference's "Full profile" column). They differ on purpose: Produce v0-2 parse but
+*offers* (the reference's "Full profile" column, plus the inter-broker APIs of ZooKeeper mode:
+LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown). They differ on purpose: Produce v0-2 parse but
 are answered with UNSUPPORTED_VERSION; Fetch/ListOffsets/OffsetForLeaderEpoch parse older
 versions than are offered. Kafka 4.0 keeps advertising Produce from v0 because librdkafka
 < 2.11.1 turned compression off otherwise (reference pitfall 8.1).
@@ -14,6 +15,11 @@ from types import MappingProxyType
 
 from broker.wire.api import ApiSpec
 from broker.wire.apis.api_versions import API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse
+from broker.wire.apis.controlled_shutdown import (
+    CONTROLLED_SHUTDOWN,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+)
 from broker.wire.apis.create_topics import CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse
 from broker.wire.apis.delete_topics import DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse
 from broker.wire.apis.describe_configs import (
@@ -32,6 +38,7 @@ from broker.wire.apis.init_producer_id import (
     InitProducerIdRequest,
     InitProducerIdResponse,
 )
+from broker.wire.apis.leader_and_isr import LEADER_AND_ISR, LeaderAndIsrRequest, LeaderAndIsrResponse
 from broker.wire.apis.list_offsets import LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse
 from broker.wire.apis.metadata import METADATA, MetadataRequest, MetadataResponse
 from broker.wire.apis.offset_for_leader_epoch import (
@@ -40,20 +47,30 @@ from broker.wire.apis.offset_for_leader_epoch import (
     OffsetForLeaderEpochResponse,
 )
 from broker.wire.apis.produce import PRODUCE, ProduceRequest, ProduceResponse
+from broker.wire.apis.stop_replica import STOP_REPLICA, StopReplicaRequest, StopReplicaResponse
+from broker.wire.apis.update_metadata import (
+    UPDATE_METADATA,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
 
 __all__ = [
     "ApiKey", "API_SPECS", "SUPPORTED_API_VERSIONS", "spec_for",
     "ApiVersionsRequest", "ApiVersionsResponse",
+    "ControlledShutdownRequest", "ControlledShutdownResponse",
     "CreateTopicsRequest", "CreateTopicsResponse",
     "DeleteTopicsRequest", "DeleteTopicsResponse",
     "DescribeConfigsRequest", "DescribeConfigsResponse",
     "FetchRequest", "FetchResponse",
     "FindCoordinatorRequest", "FindCoordinatorResponse",
     "InitProducerIdRequest", "InitProducerIdResponse",
+    "LeaderAndIsrRequest", "LeaderAndIsrResponse",
     "ListOffsetsRequest", "ListOffsetsResponse",
     "MetadataRequest", "MetadataResponse",
     "OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse",
     "ProduceRequest", "ProduceResponse",
+    "StopReplicaRequest", "StopReplicaResponse",
+    "UpdateMetadataRequest", "UpdateMetadataResponse",
 ]
 
 
@@ -64,6 +81,10 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
     FIND_COORDINATOR = 10
     API_VERSIONS = 18
     CREATE_TOPICS = 19
@@ -74,8 +95,9 @@ class ApiKey(IntEnum):
 
 
 _ALL = (
-    PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, API_VERSIONS,
-    CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS,
+    PRODUCE, FETCH, LIST_OFFSETS, METADATA, LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA,
+    CONTROLLED_SHUTDOWN, FIND_COORDINATOR, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS,
+    INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS,
 )
 
 API_SPECS: MappingProxyType[int, ApiSpec] = MappingProxyType({spec.key: spec for spec in _ALL})
@@ -86,6 +108,12 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     ApiKey.FETCH: (4, 12),
     ApiKey.LIST_OFFSETS: (1, 7),
     ApiKey.METADATA: (0, 12),
+    # Inter-broker APIs of ZooKeeper mode, advertised as Kafka 2.x advertises them (clients
+    # ignore them); ControlledShutdown from v1, see its spec.
+    ApiKey.LEADER_AND_ISR: (0, 4),
+    ApiKey.STOP_REPLICA: (0, 3),
+    ApiKey.UPDATE_METADATA: (0, 6),
+    ApiKey.CONTROLLED_SHUTDOWN: (1, 3),
     ApiKey.FIND_COORDINATOR: (0, 4),
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (0, 7),

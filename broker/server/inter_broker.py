@@ -1,0 +1,86 @@
+"""``InterBrokerConnection``: one asyncio TCP connection from this broker to another, for the
+controller's requests (LeaderAndIsr, UpdateMetadata, StopReplica), follower fetches and
+controlled shutdown.
+
+One request at a time (send, then read the answer), which is all these callers need: each owns
+its connection and waits for the answer before the next request, as Kafka's
+``NetworkClientUtils.sendAndReceive`` does for the controller and the replica fetchers. No
+ApiVersions exchange: brokers of one cluster speak the versions this code base picks (Kafka's
+``inter.broker.protocol.version``). Every read is bounded: the response frame by
+``response_bytes_max`` (checked before allocating), the wait by ``timeout_s``. Any failure closes
+the connection and raises ``InterBrokerError``; the next ``request`` reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+from broker.wire import WireError, decode_response, encode_request, with_size_prefix
+
+__all__ = ["InterBrokerConnection", "InterBrokerError", "RESPONSE_BYTES_MAX"]
+
+_SIZE = struct.Struct(">i")
+RESPONSE_BYTES_MAX = 128 * 1024 * 1024  # above a fetch response of replica.fetch.response.max.bytes
+
+
+class InterBrokerError(Exception):
+    """The request could not be completed (connect, send, timeout, or a malformed answer)."""
+
+
+class InterBrokerConnection:
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float,
+                 response_bytes_max: int = RESPONSE_BYTES_MAX) -> None:
+        self.host, self.port = host, port
+        self._client_id = client_id
+        self._timeout_s = timeout_s
+        self._response_bytes_max = response_bytes_max
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation_id = 0
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def request(self, api_key: int, api_version: int, body, timeout_s: float | None = None):
+        """Send ``body`` and return the decoded response; raises ``InterBrokerError``."""
+        timeout = self._timeout_s if timeout_s is None else timeout_s
+        try:
+            async with asyncio.timeout(timeout):
+                if self._writer is None:
+                    self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+                self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+                correlation_id = self._correlation_id
+                frame = encode_request(api_key, api_version, correlation_id, self._client_id, body)
+                self._writer.write(with_size_prefix(frame))
+                await self._writer.drain()
+                size = _SIZE.unpack(await self._reader.readexactly(4))[0]
+                if not 4 <= size <= self._response_bytes_max:
+                    raise InterBrokerError(f"{self.address}: response of {size} bytes is outside "
+                                           f"4..{self._response_bytes_max}")
+                data = await self._reader.readexactly(size)
+        except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
+            await self.close()
+            raise InterBrokerError(f"{self.address}: {type(exc).__name__}: {exc}") from None
+        except InterBrokerError:
+            await self.close()
+            raise
+        try:
+            answered, response = decode_response(api_key, api_version, data)
+        except WireError as exc:
+            await self.close()
+            raise InterBrokerError(f"{self.address}: malformed response: {exc}") from None
+        if answered != correlation_id:
+            await self.close()
+            raise InterBrokerError(f"{self.address}: correlation id {answered}, expected {correlation_id}")
+        return response
+
+    async def close(self) -> None:
+        writer, self._reader, self._writer = self._writer, None, None
+        if writer is not None:
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except OSError:
+                pass
