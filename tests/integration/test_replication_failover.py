@@ -232,7 +232,7 @@ def test_pylog_topics_create_and_describe_show_leaders_replicas_and_isr(cluster,
     import subprocess
     import sys
 
-    from conftest import REPO_ROOT
+    REPO_ROOT = Path(__file__).resolve().parents[2]  # not from conftest: tests/spark has one too
 
     def pylog(*args: str) -> str:
         done = subprocess.run([sys.executable, "-m", "broker.cli", "topics", *args,
