@@ -557,18 +557,6 @@ def _check_records(records: memoryview, limits: BatchLimits) -> Rejected | None:
     return None
 
 
-def _check_records(records: memoryview, limits: BatchLimits) -> Rejected | None:
-    """Kafka's ``LogValidator`` step: the CRC, then every record of the batch must decode
-    (compressed sections decompress within ``decompressed_bytes_max``, no record overruns its
-    batch, no control batch from a client). The CRC only proves the bytes are the producer's;
-    without this a batch of garbage with a valid CRC would be stored and fail every consumer."""
-    try:
-        check_batches(records, limits=limits, check_crc=True)
-    except RecordsError as exc:
-        return Rejected(exc.kafka_error_code, str(exc), 0)
-    return None
-
-
 def _first_corrupt_batch(records: memoryview, limits: BatchLimits) -> _BadBatch | None:
     """The first batch failing the full check (CRC included), or None: the slow path, taken
     only when something is already wrong, to report the most basic error first."""

@@ -541,17 +541,14 @@ class SimBroker:
         self.after(max(settings.backoff_ms, session.next_ready_ms() - now), self._run_session, leader)
 
     def _epochs_answered(self, leader: int, response) -> None:
-        self._session_busy.discard(leader)
-        session = self.sessions.get(leader)
-        if session is None:
-            return
-        if response is None:
-            session.on_failure(self.sim.scheduler.now_ms)
-        else:
-            session.on_epoch_responses(response.partitions, self.sim.scheduler.now_ms)
-        self.after(0, self._run_session, leader)
+        self._session_answered(leader, response, "on_epoch_responses")
 
     def _fetch_answered(self, leader: int, response) -> None:
+        self._session_answered(leader, response, "on_fetch_responses")
+
+    def _session_answered(self, leader: int, response, handler: str) -> None:
+        """A follower session's request came back (None: timed out or the leader is gone): feed
+        the answer to the session, then let it decide what to send next."""
         self._session_busy.discard(leader)
         session = self.sessions.get(leader)
         if session is None:
@@ -559,7 +556,7 @@ class SimBroker:
         if response is None:
             session.on_failure(self.sim.scheduler.now_ms)
         else:
-            session.on_fetch_responses(response.partitions, self.sim.scheduler.now_ms)
+            getattr(session, handler)(response.partitions, self.sim.scheduler.now_ms)
         self.after(0, self._run_session, leader)
 
 

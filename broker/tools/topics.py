@@ -4,8 +4,13 @@ User mistakes (a bad name, a missing option value, a topic that already exists, 
 broker) raise ``ValueError`` with one line of explanation; ``pylog``'s main prints it and exits
 non-zero, never with a traceback. ``describe`` prints Kafka's layout::
 
-    Topic: orders	TopicId: ...	PartitionCount: 2	ReplicationFactor: 1
-    	Topic: orders	Partition: 0	Leader: 1	Replicas: 1	Isr: 1
+    Topic: orders	TopicId: ...	PartitionCount: 2	ReplicationFactor: 3
+    	Topic: orders	Partition: 0	Leader: 1	Replicas: 1,2,3	Isr: 1,2	Offline: 3
+
+``Offline`` (replicas on brokers that are not registered) appears only when there are some, as in
+Kafka. ``--under-replicated-partitions`` keeps partitions whose ISR is smaller than their replica
+list, ``--unavailable-partitions`` those without a live leader: the two questions an operator asks
+after a broker dies.
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ def add_topics_parser(subparsers) -> argparse.ArgumentParser:
     describe = actions.add_parser("describe", help="partitions, leaders, replicas and ISR")
     _common(describe)
     describe.add_argument("--topic", default=None, help="one topic (default: all)")
+    only = describe.add_mutually_exclusive_group()
+    only.add_argument("--under-replicated-partitions", action="store_true",
+                      help="only partitions whose ISR is smaller than their replica list")
+    only.add_argument("--unavailable-partitions", action="store_true",
+                      help="only partitions without a live leader")
 
     delete = actions.add_parser("delete", help="delete a topic")
     _common(delete)
@@ -113,14 +123,23 @@ def _list(admin: AdminClient, args, out: TextIO, err: TextIO | None) -> int:
 
 def _describe(admin: AdminClient, args, out: TextIO, err: TextIO | None) -> int:
     topics = admin.describe_topics(None if args.topic is None else [args.topic])
+    under = getattr(args, "under_replicated_partitions", False)
+    unavailable = getattr(args, "unavailable_partitions", False)
+    filtered = under or unavailable
     for topic in topics:
-        topic_id = str(topic.topic_id) if topic.topic_id is not None else "none"
-        print(f"Topic: {topic.name}\tTopicId: {topic_id}\tPartitionCount: {len(topic.partitions)}\t"
-              f"ReplicationFactor: {topic.replication_factor}", file=out)
+        if not filtered:  # Kafka prints the topic line only for a full description
+            topic_id = str(topic.topic_id) if topic.topic_id is not None else "none"
+            print(f"Topic: {topic.name}\tTopicId: {topic_id}\tPartitionCount: {len(topic.partitions)}\t"
+                  f"ReplicationFactor: {topic.replication_factor}", file=out)
         for p in topic.partitions:
+            if under and len(p.isr) >= len(p.replicas):
+                continue
+            if unavailable and p.leader >= 0 and p.leader not in p.offline_replicas:
+                continue
             leader = str(p.leader) if p.leader >= 0 else "none"
+            offline = f"\tOffline: {_ids(p.offline_replicas)}" if p.offline_replicas else ""
             print(f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {leader}\t"
-                  f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}", file=out)
+                  f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}{offline}", file=out)
     return 0
 
 

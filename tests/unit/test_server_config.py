@@ -139,3 +139,27 @@ def test_log_config_signature_matches_its_use():
     """config.py hands the whole properties map to LogConfig.from_properties; keys it does not
     know are ignored and broker keys map to LogConfig fields."""
     assert LogConfig.from_properties({**BASE, "log.roll.hours": "2"}).segment_ms == 7_200_000
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_shipped_configs_use_only_known_keys_and_document_the_code_defaults(n):
+    """conf/server-N.properties is what users copy: every key must be one the broker reads (an
+    unknown key is only a warning at start, so a typo would silently do nothing), and the values
+    it spells out for replication must be the defaults the code applies without it."""
+    path = Path(__file__).resolve().parents[2] / "conf" / f"server-{n}.properties"
+    props = load_properties(path)
+    shipped = BrokerConfig.from_properties(props)
+    assert shipped.unknown_keys == ()
+    assert shipped.broker_id == n
+    defaults = BrokerConfig.from_properties(BASE)
+    for field in ("replica_lag_time_max_ms", "replica_fetch_wait_max_ms", "replica_fetch_min_bytes",
+                  "replica_fetch_max_bytes", "replica_fetch_response_max_bytes",
+                  "replica_fetch_backoff_ms", "replica_socket_timeout_ms",
+                  "replica_high_watermark_checkpoint_interval_ms", "controller_socket_timeout_ms",
+                  "unclean_leader_election_enable", "auto_leader_rebalance_enable",
+                  "leader_imbalance_check_interval_seconds", "leader_imbalance_per_broker_percentage",
+                  "controlled_shutdown_enable", "controlled_shutdown_max_retries",
+                  "controlled_shutdown_retry_backoff_ms"):
+        key = field.replace("_", ".")
+        assert key in props, f"{path.name} does not document {key}"
+        assert getattr(shipped, field) == getattr(defaults, field), key
