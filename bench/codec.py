@@ -1,23 +1,33 @@
 """Records/s of the Arrow record codec (broker.records.arrow) against kafka-python's, same run.
 
-Data: 100-byte JSON-like values (lz4 shrinks them about 4x), 8-16 byte keys, increasing
-timestamps, no headers (and a case with two); ~1 MiB batches. For each codec (none, lz4):
-- ours encode: ``encode_batches`` of Arrow columns into ~1 MiB batches (bytes out, CRC set);
+Data: 100-byte JSON-like values (lz4 shrinks them about 3.3x), 8-16 byte keys, increasing
+timestamps, no headers (and a case with two). For each codec (none, lz4, gzip) and batch size
+(1 MiB, and Kafka's default batch.size of 16 KiB):
+- ours encode: ``encode_batches`` of Arrow columns into batches (new ``bytes`` out, CRC set);
+  for none also ``encode_views``: ``copy=False``, batches as views into one reused buffer;
 - ours decode: ``decode_batches`` of those batches, end to end, into Spark's schema;
-- peer encode: kafka-python ``DefaultRecordBatchBuilder.append`` per record, ``build()`` per batch;
+- peer encode: kafka-python ``DefaultRecordBatchBuilder.append`` per record, ``build()`` per batch
+  (its bytearray is the result, not copied again); same batch_size, and the bench checks both
+  put the same number of records in every batch;
 - peer decode: kafka-python ``DefaultRecordBatch`` + ``validate_crc()``, iterating every record
   and reading its offset, timestamp, key and value.
+Like with like: both sides use the same CRC-32C library (crc32c) and the same lz4 frame settings
+(64 KiB independent blocks, level 0); kafka-python's gzip defaults to level 9, so here it is set
+to 6, pylog's and Java Kafka's default.
 Both sides run in this one single-threaded process (the kernels use no threads), so records/s
-is per core. Each figure is the median of ``--repeat`` runs of wall time; ``cpu_`` figures divide
-by the process CPU time of the same runs instead, which a busy shared machine disturbs less.
+is per core. The machine is shared, so ours and the peer alternate in ``--rounds`` rounds; a
+round's figure is the median of its repeats, and each result is min/median/max over rounds of
+records/s by wall time and by process CPU time (user + system: page faults count), the ratios
+taken within each round. ``faults_per_call``/``sys_share`` show the cost of first-touch pages.
 Also: first-import JIT compile time with an empty cache and import time with a warm one,
-each in a fresh interpreter; and a small-batch case (16 records/batch), where the Python work
-per batch (header checks, one kernel call per call) shows.
+each in a fresh interpreter; and a small-batch decode case (16 records/batch), where the Python
+work per batch (header checks, one kernel call per call) shows.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import resource
 import statistics
@@ -32,13 +42,17 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import kafka.codec  # noqa: E402
+import kafka.record.default_records as kafka_records  # noqa: E402
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder  # noqa: E402
 
 from _report import report  # noqa: E402
 from broker.records.arrow import HEADERS_TYPE, decode_batches, encode_batches  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-CODECS = {"none": 0, "lz4": 3}
+CODECS = {"none": 0, "lz4": 3, "gzip": 1}
+GZIP_LEVEL = 6  # pylog's compression.compress default, and Java Kafka's (Deflater default)
+kafka_records.gzip_encode = functools.partial(kafka.codec.gzip_encode, compresslevel=GZIP_LEVEL)
 
 
 def make_rows(count: int, seed: int = 7) -> tuple[list[bytes], list[bytes], np.ndarray]:
@@ -53,38 +67,45 @@ def make_rows(count: int, seed: int = 7) -> tuple[list[bytes], list[bytes], np.n
     return values, keys, timestamps
 
 
+class Timing:
+    """One round: median wall and CPU seconds per call, minor faults per call, system CPU share."""
+
+    def __init__(self, fn, repeat: int) -> None:
+        walls, cpus = [], []
+        start = resource.getrusage(resource.RUSAGE_SELF)
+        for _ in range(repeat):
+            cpu, wall = time.process_time(), time.perf_counter()
+            fn()
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
+        end = resource.getrusage(resource.RUSAGE_SELF)
+        self.wall, self.cpu = statistics.median(walls), statistics.median(cpus)
+        self.faults = (end.ru_minflt - start.ru_minflt) / repeat
+        self.sys_share = (end.ru_stime - start.ru_stime) / max(1e-9, sum(cpus))
+
+
 def timed(fn, repeat: int) -> tuple[float, float, float]:
-    """(median wall s, median CPU s, share of CPU in the kernel) over ``repeat`` runs.
-
-    The kernel share is mostly first-touch page faults of freshly allocated memory.
-    """
-    walls, cpus = [], []
-    start = resource.getrusage(resource.RUSAGE_SELF)
-    for _ in range(repeat):
-        cpu, wall = time.process_time(), time.perf_counter()
-        fn()
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-    end = resource.getrusage(resource.RUSAGE_SELF)
-    system = (end.ru_stime - start.ru_stime) / max(1e-9, sum(cpus))
-    return statistics.median(walls), statistics.median(cpus), system
+    """(median wall s, median CPU s, system share of CPU) over ``repeat`` runs."""
+    t = Timing(fn, repeat)
+    return t.wall, t.cpu, t.sys_share
 
 
-def kafka_python_encode(values, keys, timestamps, codec: int, headers=None) -> list[bytes]:
+def kafka_python_encode(values, keys, timestamps, codec: int, headers=None,
+                        batch_size: int = 1 << 20) -> list[bytearray]:
     out, i, n = [], 0, len(values)
     while i < n:
         builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False,
                                             producer_id=-1, producer_epoch=-1, base_sequence=-1,
-                                            batch_size=1 << 20)
+                                            batch_size=batch_size)
         first = i
         while i < n and builder.append(i - first, int(timestamps[i]), keys[i], values[i],
                                        headers[i] if headers else []) is not None:
             i += 1
-        out.append(bytes(builder.build()))
+        out.append(builder.build())
     return out
 
 
-def kafka_python_decode(batches: list[bytes], headers: bool = False) -> int:
+def kafka_python_decode(batches, headers: bool = False) -> int:
     count = 0
     for data in batches:
         batch = DefaultRecordBatch(bytearray(data))
@@ -97,36 +118,71 @@ def kafka_python_decode(batches: list[bytes], headers: bool = False) -> int:
     return count
 
 
-def measure_codec(name: str, codec: int, rows: int, peer_rows: int, repeat: int) -> None:
+def _spread(name: str, values: list[float]) -> dict[str, float]:
+    """``name`` = the median over rounds, with ``name_min`` and ``name_max``."""
+    return {name: statistics.median(values), f"{name}_min": min(values), f"{name}_max": max(values)}
+
+
+def _report_rounds(name: str, rows: int, peer_rows: int, ours: list[Timing], peer: list[Timing],
+                   **extra) -> None:
+    wall = [rows / o.wall for o in ours]
+    cpu = [rows / o.cpu for o in ours]
+    peer_wall = [peer_rows / p.wall for p in peer]
+    peer_cpu = [peer_rows / p.cpu for p in peer]
+    report(name, records=rows, **extra, rounds=len(ours),
+           **_spread("records_per_s", wall), **_spread("cpu_records_per_s", cpu),
+           **_spread("kafka_python_records_per_s", peer_wall),
+           **_spread("kafka_python_cpu_records_per_s", peer_cpu),
+           **_spread("ratio", [a / b for a, b in zip(wall, peer_wall)]),
+           **_spread("cpu_ratio", [a / b for a, b in zip(cpu, peer_cpu)]),
+           faults_per_call=statistics.median(o.faults for o in ours),
+           sys_share=statistics.median(o.sys_share for o in ours),
+           kafka_python_sys_share=statistics.median(p.sys_share for p in peer),
+           load=os.getloadavg()[0])
+
+
+def measure_codec(name: str, codec: int, batch_bytes: int, rows: int, peer_rows: int,
+                  rounds: int, repeat: int) -> None:
     values, keys, timestamps = make_rows(rows)
     value_col, key_col = pa.array(values, pa.binary()), pa.array(keys, pa.binary())
     ts_col = pa.array(timestamps)
-    batches = encode_batches(value_col, keys=key_col, timestamps=ts_col, compression=codec)
+
+    def encode(copy: bool = True):
+        return encode_batches(value_col, keys=key_col, timestamps=ts_col, compression=codec,
+                              batch_bytes_max=batch_bytes, copy=copy)
+
+    def peer_encode():
+        return kafka_python_encode(values[:peer_rows], keys[:peer_rows], timestamps, codec,
+                                   batch_size=batch_bytes)
+
+    batches = encode()
     data = b"".join(b.data for b in batches)
     assert decode_batches(data, topic="t", partition=0).num_rows == rows
-    enc = timed(lambda: encode_batches(value_col, keys=key_col, timestamps=ts_col,
-                                       compression=codec), repeat)
-    dec = timed(lambda: decode_batches(data, topic="t", partition=0), repeat)
-
-    peer_batches = kafka_python_encode(values[:peer_rows], keys[:peer_rows], timestamps, codec)
+    peer_batches = peer_encode()
     assert kafka_python_decode(peer_batches) == peer_rows
-    peer_repeat = max(3, repeat // 3)
-    peer_enc = timed(lambda: kafka_python_encode(values[:peer_rows], keys[:peer_rows], timestamps,
-                                                 codec), peer_repeat)
-    peer_dec = timed(lambda: kafka_python_decode(peer_batches), peer_repeat)
+    ours_counts = [b.record_count for b in encode_batches(
+        value_col[:peer_rows], keys=key_col[:peer_rows], timestamps=ts_col[:peer_rows],
+        compression=codec, batch_bytes_max=batch_bytes)]
+    peer_counts = [DefaultRecordBatch(bytearray(b)).next_offset for b in peer_batches]
+    assert ours_counts == peer_counts, "kafka-python cuts batches elsewhere: not like with like"
 
-    def rate(rows_done, seconds):
-        return rows_done / seconds
-
-    for op, ours, peer in (("encode", enc, peer_enc), ("decode", dec, peer_dec)):
-        report(f"codec.{name}.{op}", records=rows, batches=len(batches),
-               batch_bytes=len(batches[0].data), records_per_batch=batches[0].record_count,
-               records_per_s=rate(rows, ours[0]), cpu_records_per_s=rate(rows, ours[1]),
-               kafka_python_records_per_s=rate(peer_rows, peer[0]),
-               kafka_python_cpu_records_per_s=rate(peer_rows, peer[1]),
-               ratio=rate(rows, ours[0]) / rate(peer_rows, peer[0]),
-               cpu_ratio=rate(rows, ours[1]) / rate(peer_rows, peer[1]),
-               sys_cpu_share=ours[2], kafka_python_sys_cpu_share=peer[2])
+    peer_repeat = max(1, repeat // 3)
+    results: dict[str, tuple[list[Timing], list[Timing]]] = {}
+    cases = {"encode": (encode, peer_encode),
+             "decode": (lambda: decode_batches(data, topic="t", partition=0),
+                        lambda: kafka_python_decode(peer_batches))}
+    if codec == 0:
+        cases["encode_views"] = (lambda: encode(copy=False), peer_encode)
+    for _ in range(rounds):
+        for op, (ours_fn, peer_fn) in cases.items():
+            ours_t, peer_t = results.setdefault(op, ([], []))
+            ours_t.append(Timing(ours_fn, repeat))
+            peer_t.append(Timing(peer_fn, peer_repeat))
+    suffix = "" if batch_bytes == 1 << 20 else f"_batch_{batch_bytes // 1024}k"
+    for op, (ours_t, peer_t) in results.items():
+        _report_rounds(f"codec.{name}.{op}{suffix}", rows, peer_rows, ours_t, peer_t,
+                       batches=len(batches), batch_bytes=len(batches[0].data),
+                       records_per_batch=batches[0].record_count)
 
 
 def measure_headers(rows: int, peer_rows: int, repeat: int) -> None:
@@ -181,14 +237,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--peer-rows", type=int, default=20_000)
-    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--codecs", default="none,lz4,gzip")
+    parser.add_argument("--batch-bytes", default=f"{1 << 20},16384")
+    parser.add_argument("--quick", action="store_true", help="skip the JIT, headers and small-batch cases")
     args = parser.parse_args()
     print(f"load: {os.getloadavg()}  cores: {os.cpu_count()}  (single-threaded measurement)")
-    measure_jit()
-    for name, codec in CODECS.items():
-        measure_codec(name, codec, args.rows, args.peer_rows, args.repeat)
-    measure_headers(args.rows, args.peer_rows, args.repeat)
-    measure_small_batches(args.rows // 4, args.repeat)
+    if not args.quick:
+        measure_jit()
+    for batch_bytes in map(int, args.batch_bytes.split(",")):
+        for name in args.codecs.split(","):
+            # gzip costs microseconds a record on both sides: fewer rows keep the run short
+            scale = 5 if name == "gzip" else 1
+            measure_codec(name, CODECS[name], batch_bytes, args.rows // scale,
+                          args.peer_rows // scale, args.rounds, args.repeat)
+    if not args.quick:
+        measure_headers(args.rows, args.peer_rows, args.repeat)
+        measure_small_batches(args.rows // 4, args.repeat)
     print(f"load: {os.getloadavg()}")
 
 

@@ -451,17 +451,32 @@ def plan_batches(value_data, value_offsets, value_valid, key_data, key_offsets, 
     state[S_BATCHES] = nb
 
 
-_WRITE_SIG = types.void(*_COLUMNS_SIG, _i64_ro, _i64_ro, _i64_ro, _u8, _i64)
+@njit(inline="always")
+def _put_be(out, pos, value, size):
+    """Write the low ``size`` bytes of ``value`` big-endian at out[pos:pos + size]."""
+    for j in range(size):
+        out[pos + j] = (value >> (8 * (size - 1 - j))) & 0xFF
+
+
+_WRITE_SIG = types.void(
+    *_COLUMNS_SIG, _i64_ro, _i64_ro, _i64_ro,  # body sizes, first rows, positions (plan_batches)
+    types.int64, types.int64, types.int64, types.int64, types.int64,  # base offset, attributes,
+    _u8,  # producer id, producer epoch, base sequence (-1: none); out
+)
 
 
 @njit(_WRITE_SIG, cache=True, nogil=True)
 def write_records(value_data, value_offsets, value_valid, key_data, key_offsets, key_valid,
                   timestamps, header_first, header_count,
                   hkey_data, hkey_offsets, hvalue_data, hvalue_offsets, hvalue_valid,
-                  body, first_row, position, out, max_ts):
-    """Write every batch's records as ``plan_batches`` sized them; headers are left to Python.
+                  body, first_row, position, base_offset, attributes, producer_id, producer_epoch,
+                  base_sequence, out):
+    """Write every batch as ``plan_batches`` sized it: its 61-byte header, then its records.
 
-    ``out`` holds position[-1] bytes; max_ts[k] receives batch k's maxTimestamp.
+    ``out`` holds position[-1] bytes. Every header field is set except the CRC (left 0): Python
+    computes it with the crc32c library (hardware CRC-32C), after compressing if asked. The
+    header is written here, not with ``struct`` per batch, because at Kafka's default
+    batch.size (16 KiB, ~130 records of 100 bytes) that Python work cost ~25 ns a record (measured).
     """
     # The three fields are written inline, not through a helper taking the arrays: numba then
     # keeps reference-count updates in the loop, which made this kernel 18x slower (measured).
@@ -513,7 +528,23 @@ def write_records(value_data, value_offsets, value_valid, key_data, key_offsets,
                     p += length
             if timestamps[i] > top:
                 top = timestamps[i]
-        max_ts[k] = top
+        # The header (broker.records.header's layout); the CRC at 17-20 is Python's.
+        h = position[k]
+        count = first_row[k + 1] - i0
+        sequence = -1 if base_sequence < 0 else (base_sequence + i0) % (_INT32_MAX + 1)
+        _put_be(out, h, base_offset + i0, 8)  # baseOffset
+        _put_be(out, h + 8, position[k + 1] - h - 12, 4)  # batchLength: bytes after this field
+        _put_be(out, h + 12, -1, 4)  # partitionLeaderEpoch
+        out[h + 16] = 2  # magic
+        _put_be(out, h + 17, 0, 4)  # crc
+        _put_be(out, h + 21, attributes, 2)
+        _put_be(out, h + 23, count - 1, 4)  # lastOffsetDelta
+        _put_be(out, h + 27, base_ts, 8)
+        _put_be(out, h + 35, top, 8)  # maxTimestamp
+        _put_be(out, h + 43, producer_id, 8)
+        _put_be(out, h + 51, producer_epoch, 2)
+        _put_be(out, h + 53, sequence, 4)  # baseSequence
+        _put_be(out, h + 57, count, 4)  # recordsCount
 
 
 decode_records.disable_compile()

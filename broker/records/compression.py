@@ -62,8 +62,9 @@ def compress(codec: int, data: bytes | memoryview, level: int | None = None) -> 
         compressor = zlib.compressobj(6 if level is None else level, zlib.DEFLATED, 31)
         return compressor.compress(data) + compressor.flush()
     # Kafka's lz4 blocks are 64 KiB, independent, with content checksum off (KafkaLZ4BlockOutputStream).
+    # python-lz4 reads any contiguous buffer: no bytes() copy of the input (1 MiB per batch).
     return lz4.frame.compress(
-        bytes(data),
+        data,
         compression_level=0 if level is None else level,
         block_size=lz4.frame.BLOCKSIZE_MAX64KB,
         block_linked=False,

@@ -15,6 +15,7 @@ from test_records_arrow_support import (
 
 from broker.records import Compression, ControlRecord, ControlType, Record, encode_batch
 from broker.records import encode_control_batch, iter_batches
+from broker.records.header import set_partition_leader_epoch
 from broker.records.arrow import HEADERS_TYPE, decode_batches, encode_batches
 
 CODECS = st.sampled_from([Compression.NONE, Compression.GZIP, Compression.LZ4])
@@ -137,3 +138,43 @@ def test_encode_respects_batch_bytes_max(group, batch_bytes_max, codec):
     assert [b.record_count for b in uncompressed] == [b.record_count for b in batches]
     for batch in uncompressed:
         assert len(batch.data) <= batch_bytes_max or batch.record_count == 1
+
+
+@SETTINGS
+@given(rows(max_size=60), st.sampled_from([62 + 30, 700, 4_000, 1 << 20]), CODECS,
+       st.integers(0, 2**40), st.integers(-1, 2**40), st.integers(-1, 2**15 - 1),
+       st.one_of(st.just(-1), st.integers(0, 2**31 - 1)), st.booleans())
+def test_every_header_field_as_kafka_python_writes_it(group, batch_bytes_max, codec, base_offset,
+                                                      producer_id, producer_epoch, base_sequence,
+                                                      transactional):
+    """The encode kernel writes the batch header: each field, sequence wrap included, must be
+    kafka-python's; uncompressed batches byte for byte, and copy=False views the same bytes."""
+    fields = dict(base_offset=base_offset, producer_id=producer_id, producer_epoch=producer_epoch,
+                  base_sequence=base_sequence, transactional=transactional,
+                  batch_bytes_max=batch_bytes_max, compression=codec)
+    batches = encode_batches(**columns(group), **fields)
+    views = encode_batches(**columns(group), **fields, copy=False)
+    assert [bytes(v.data) for v in views] == [b.data for b in batches]
+    for batch, view in zip(batches, views):
+        assert isinstance(batch.data, bytes)
+        assert isinstance(view.data, memoryview if codec == Compression.NONE else bytes)
+        first, stop = batch.first_row, batch.first_row + batch.record_count
+        sequence = -1 if base_sequence < 0 else (base_sequence + first) % 2**31
+        peer = bytearray(kafka_python_batch(
+            group[first:stop], codec, base_offset=base_offset + first, transactional=transactional,
+            producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=sequence))
+        # kafka-python leaves partitionLeaderEpoch 0; producers send -1 (Java's
+        # NO_PARTITION_LEADER_EPOCH) and the leader stamps it. It lies outside the CRC.
+        set_partition_leader_epoch(peer, 0, -1)
+        peer = bytes(peer)
+        if codec == Compression.NONE:
+            assert batch.data == peer
+            assert view.data.readonly
+        # kafka-python sends a batch uncompressed when compressing does not shrink it: codec
+        # bits, length and CRC may differ then; every other field may not.
+        ours_header, peer_header = (next(iter_batches(data))[1]._replace(batch_length=0, crc=0)
+                                    for data in (batch.data, peer))
+        assert ours_header.attributes & 7 == codec
+        assert ours_header._replace(attributes=ours_header.attributes & ~7) == \
+            peer_header._replace(attributes=peer_header.attributes & ~7)
+        assert kafka_python_rows(batch.data) == kafka_python_rows(peer)
