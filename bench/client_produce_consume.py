@@ -158,6 +158,8 @@ def main() -> int:
     parser.add_argument("--broker-root", default=None)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", choices=("produce", "consume"), default=None,
+                        help="run one half of the benchmark")
     args = parser.parse_args()
     cluster = None
     if args.bootstrap_server is None:
@@ -171,28 +173,37 @@ def main() -> int:
                 admin.create_topics(topic, partitions=1, replication_factor=1)
         n = args.records
         print(f"records={n} value_bytes={len(VALUE)} load={load()}", flush=True)
-        ours_arrow(bootstrap, produce_topic, min(n, 200_000))  # warm-up: codec compilation cache
-        runs = {"ours_send_arrow": [], "confluent_produce": [], "ours_send": []}
-        for _ in range(args.repeat):
-            runs["ours_send_arrow"].append(ours_arrow(bootstrap, produce_topic, n))
-            runs["confluent_produce"].append(peer_produce(bootstrap, produce_topic, n))
-            runs["ours_send"].append(ours_records(bootstrap, produce_topic, n))
-        produced = measure("produce acks=1", runs, n)
-        report("produce ratio", arrow_vs_confluent=produced["ours_send_arrow"] / produced["confluent_produce"],
-               send_vs_confluent=produced["ours_send"] / produced["confluent_produce"])
-
-        ours_arrow(bootstrap, consume_topic, n)
-        runs = {"ours_poll_arrow": [], "confluent_consume_to_arrow": []}
-        ours_consume(bootstrap, consume_topic, min(n, 100_000))  # warm-up
-        for _ in range(args.repeat):
-            runs["ours_poll_arrow"].append(ours_consume(bootstrap, consume_topic, n))
-            runs["confluent_consume_to_arrow"].append(peer_consume(bootstrap, consume_topic, n))
-        consumed = measure("consume to Arrow", runs, n)
-        report("consume ratio", ours_vs_confluent=consumed["ours_poll_arrow"] / consumed["confluent_consume_to_arrow"])
+        if args.only != "consume":
+            produce(bootstrap, produce_topic, n, args.repeat)
+        if args.only != "produce":
+            consume(bootstrap, consume_topic, n, args.repeat)
     finally:
         if cluster is not None:
             cluster.stop()
     return 0
+
+
+def produce(bootstrap: str, produce_topic: str, n: int, repeat: int) -> None:
+    ours_arrow(bootstrap, produce_topic, min(n, 200_000))  # warm-up: codec compilation cache
+    runs = {"ours_send_arrow": [], "confluent_produce": [], "ours_send": []}
+    for _ in range(repeat):
+        runs["ours_send_arrow"].append(ours_arrow(bootstrap, produce_topic, n))
+        runs["confluent_produce"].append(peer_produce(bootstrap, produce_topic, n))
+        runs["ours_send"].append(ours_records(bootstrap, produce_topic, n))
+    produced = measure("produce acks=1", runs, n)
+    report("produce ratio", arrow_vs_confluent=produced["ours_send_arrow"] / produced["confluent_produce"],
+           send_vs_confluent=produced["ours_send"] / produced["confluent_produce"])
+
+
+def consume(bootstrap: str, consume_topic: str, n: int, repeat: int) -> None:
+    ours_arrow(bootstrap, consume_topic, n)
+    runs = {"ours_poll_arrow": [], "confluent_consume_to_arrow": []}
+    ours_consume(bootstrap, consume_topic, min(n, 100_000))  # warm-up
+    for _ in range(repeat):
+        runs["ours_poll_arrow"].append(ours_consume(bootstrap, consume_topic, n))
+        runs["confluent_consume_to_arrow"].append(peer_consume(bootstrap, consume_topic, n))
+    consumed = measure("consume to Arrow", runs, n)
+    report("consume ratio", ours_vs_confluent=consumed["ours_poll_arrow"] / consumed["confluent_consume_to_arrow"])
 
 
 if __name__ == "__main__":

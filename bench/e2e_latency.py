@@ -7,8 +7,11 @@ at ``--rate`` records/s (acks=1, linger.ms=0), each value starting with its send
 (``time.monotonic_ns``); a consumer thread polls them and records receive time - send time.
 Ours is ``pylog perf e2e`` (``broker.tools.perf_runs.run_e2e``: ``Producer.send`` +
 ``Consumer.poll_arrow``); the peer is a confluent-kafka Producer + Consumer
-(``produce``/``poll(0)`` and ``consume(timeout=0.05)``). Rounds alternate; the median of each
-percentile is reported with its min and max, and the load average.
+(``produce``/``poll(0)``, and ``poll(0.05)`` per message: ``consume(n, timeout)`` would hold
+messages until ``n`` arrived or the timeout passed, which once made the peer look 20x slower).
+``--rate 0`` is Kafka's ``EndToEndLatency`` on both sides: one record at a time, acknowledged
+(``get``/``flush``) and then consumed before the next is sent. Rounds alternate; the median of
+each percentile is reported with its min and max, and the load average.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import confluent_kafka  # noqa: E402
-import numpy as np  # noqa: E402
 
 from _report import report  # noqa: E402
 from broker.client import AdminClient  # noqa: E402
@@ -44,7 +46,32 @@ def ours(bootstrap: str, topic: str, rate: float, n: int) -> dict:
     return result.latency
 
 
+def peer_one_at_a_time(bootstrap: str, topic: str, n: int) -> dict:
+    samples = LatencySamples()
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "e2e-peer",
+                                         "enable.auto.commit": False, "fetch.wait.max.ms": 100,
+                                         "isolation.level": "read_uncommitted"})
+    low, high = consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, 0), timeout=10)
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, high)])
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    filler = b"x" * 92
+    for _ in range(n):
+        began = time.monotonic_ns()
+        producer.produce(topic, _NS.pack(began) + filler, partition=0)
+        producer.flush(30)  # Kafka's tool: send(...).get()
+        while True:
+            message = consumer.poll(30)
+            assert message is not None and message.error() is None, "no record within 30 s"
+            if _NS.unpack_from(message.value())[0] == began:
+                break
+        samples.add((time.monotonic_ns() - began) / 1e6)
+    consumer.close()
+    return samples.percentiles()
+
+
 def peer(bootstrap: str, topic: str, rate: float, n: int) -> dict:
+    if rate <= 0:
+        return peer_one_at_a_time(bootstrap, topic, n)
     samples = LatencySamples()
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "e2e-peer",
                                          "enable.auto.commit": False, "fetch.wait.max.ms": 100,
@@ -54,13 +81,14 @@ def peer(bootstrap: str, topic: str, rate: float, n: int) -> dict:
     received = [0]
 
     def receive() -> None:
+        # poll() returns each message as soon as librdkafka has it; consume(num_messages, timeout)
+        # would wait until num_messages arrived or the timeout passed, adding up to the timeout.
         while received[0] < n:
-            messages = consumer.consume(num_messages=10_000, timeout=0.05)
+            message = consumer.poll(0.05)
             now = time.monotonic_ns()
-            if messages:
-                sent = np.array([_NS.unpack_from(m.value())[0] for m in messages], np.int64)
-                samples.add_many((now - sent) / 1e6)
-                received[0] += len(messages)
+            if message is not None and message.error() is None:
+                samples.add((now - _NS.unpack_from(message.value())[0]) / 1e6)
+                received[0] += 1
 
     thread = threading.Thread(target=receive, daemon=True)
     thread.start()
@@ -106,7 +134,8 @@ def main() -> int:
                 values = [r[key] for r in runs]
                 fields[f"{key}_ms"] = statistics.median(values)
                 fields[f"{key}_ms_min_max"] = f"{min(values):.2f}/{max(values):.2f}"
-            report(f"e2e {args.rate:.0f} rec/s: {side}", **fields, runs=len(runs),
+            mode = f"{args.rate:.0f} rec/s" if args.rate > 0 else "one at a time"
+            report(f"e2e {mode}: {side}", **fields, runs=len(runs),
                    load="%.2f" % os.getloadavg()[0])
     finally:
         if cluster is not None:

@@ -6,9 +6,16 @@ threads append, the sender thread drains and completes). Tested on its own.
 A partition's queue holds, in the order the records were given:
 
 - at most one *open* batch, at the tail, that ``send`` adds records to (kept as columns: lists
-  of keys, values and timestamps, headers by index; encoded once when the batch is first sent);
+  of values and timestamps, keys once one record has a key (``has_keys``; until then
+  ``keys`` is empty and every key is null), headers by index; encoded once when the batch is
+  first sent);
 - *sealed* batches: an open batch that filled up (``batch_bytes_max``, estimated with Kafka's
   worst-case record size) or was drained, and the pre-encoded batches of ``send_arrow``.
+
+``open_batches`` maps a partition to its open tail batch, if it has one: ``Producer.send``
+appends to it directly (its fast path: no queue walk, no function call) when the record fits
+without filling it; every other case goes through ``append_record``. A batch leaves
+``open_batches`` whenever it is sealed (``_seal``) or removed.
 
 Bounds: ``bytes_buffered`` counts every batch until it is acknowledged or failed (estimates
 while open, encoded sizes after), which ``Producer`` holds under ``buffer_bytes_max``.
@@ -64,7 +71,7 @@ class ProducerBatch:
     created_ms: float
     # The records of a ``send`` batch as columns (emptied once encoded); a pre-encoded
     # ``send_arrow`` batch has none, and its one ``BatchDelivery`` is ``delivery``.
-    keys: list = field(default_factory=list)
+    keys: list = field(default_factory=list)  # complete only when has_keys
     values: list = field(default_factory=list)
     timestamps: list = field(default_factory=list)
     headers: dict = field(default_factory=dict)  # record index -> headers, only records that have some
@@ -96,6 +103,18 @@ class ProducerBatch:
         return self.base_sequence >= 0
 
 
+def append_key(batch: ProducerBatch, key) -> None:
+    """Record ``key`` (the batch's newest record's) in ``batch.keys``, which stays empty while
+    every key is null: most batches have no key, and this saves a list append per record."""
+    if key is not None:
+        if not batch.has_keys:
+            batch.keys = [None] * batch.record_count
+            batch.has_keys = True
+        batch.keys.append(key)
+    elif batch.has_keys:
+        batch.keys.append(None)
+
+
 class RecordAccumulator:
     def __init__(self, batch_bytes_max: int, linger_ms: float, owner: object = None) -> None:
         assert batch_bytes_max > BATCH_OVERHEAD, "batch_bytes_max must exceed the batch header"
@@ -103,15 +122,20 @@ class RecordAccumulator:
         self.batch_bytes_max = batch_bytes_max
         self.linger_ms = linger_ms
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self.open_batches: dict[TopicPartition, ProducerBatch] = {}  # the unsealed tail batches
         self._retrying: dict[TopicPartition, int] = {}  # batches in RETRY per partition
         self._in_flight: dict[TopicPartition, int] = {}
         self._next_serial = 0
         self._pending: dict[int, None] = {}  # serials of unfinished batches, in creation order
         self.bytes_buffered = 0
-        self.records_buffered = 0
         self.batches_buffered = 0
 
     # ---------------------------------------------------------------- queries
+
+    @property
+    def records_buffered(self) -> int:
+        """Records not yet acknowledged or failed (summed when asked: ``send`` does not count)."""
+        return sum(batch.record_count for batch in self.batches())
 
     @property
     def empty(self) -> bool:
@@ -160,23 +184,21 @@ class RecordAccumulator:
         batch = queue[-1] if queue else None
         if batch is None or batch.sealed or (batch.record_count and batch.size_bytes + size > self.batch_bytes_max):
             if batch is not None and not batch.sealed:
-                batch.sealed = True
+                self._seal(batch)
                 sealed_one = True
             batch = self._new_batch(tp, now_ms() if callable(now_ms) else now_ms)
             queue.append(batch)
+            self.open_batches[tp] = batch
         batch.values.append(value)
         batch.timestamps.append(timestamp_ms)
-        batch.keys.append(key)
-        if key is not None:
-            batch.has_keys = True
+        append_key(batch, key)
         if headers:
             batch.headers[batch.record_count] = headers
         batch.record_count += 1
         batch.size_bytes += size
         self.bytes_buffered += size
-        self.records_buffered += 1
         if batch.size_bytes >= self.batch_bytes_max:
-            batch.sealed = True
+            self._seal(batch)
             sealed_one = True
         return batch, sealed_one
 
@@ -188,7 +210,7 @@ class RecordAccumulator:
         if queue is None:
             queue = self._queues[tp] = deque()
         if queue and not queue[-1].sealed:
-            queue[-1].sealed = True
+            self._seal(queue[-1])
         batch = self._new_batch(tp, now_ms)
         batch.payload = payload
         batch.record_count = record_count
@@ -197,7 +219,6 @@ class RecordAccumulator:
         batch.sealed = True
         queue.append(batch)
         self.bytes_buffered += len(payload) - BATCH_OVERHEAD
-        self.records_buffered += record_count
         return batch
 
     def _new_batch(self, tp: TopicPartition, now_ms: float) -> ProducerBatch:
@@ -208,6 +229,11 @@ class RecordAccumulator:
         self.bytes_buffered += BATCH_OVERHEAD
         self.batches_buffered += 1
         return batch
+
+    def _seal(self, batch: ProducerBatch) -> None:
+        batch.sealed = True
+        if self.open_batches.get(batch.tp) is batch:
+            del self.open_batches[batch.tp]
 
     def _fits(self, batch: ProducerBatch, size: int) -> bool:
         # A sealed batch takes nothing more; an empty batch takes any one record, even an oversize one.
@@ -269,7 +295,7 @@ class RecordAccumulator:
     def mark_in_flight(self, batch: ProducerBatch, now_ms: float) -> None:
         if batch.state == RETRY:
             self._retrying[batch.tp] -= 1
-        batch.sealed = True
+        self._seal(batch)
         batch.state = IN_FLIGHT
         self._in_flight[batch.tp] = self._in_flight.get(batch.tp, 0) + 1
         if batch.first_sent_ms is None:
@@ -291,6 +317,8 @@ class RecordAccumulator:
 
     def remove(self, batch: ProducerBatch) -> None:
         """Take a finished (acknowledged or failed) batch out."""
+        if not batch.sealed:
+            self._seal(batch)  # failed while open (expired, abandoned): nothing joins it any more
         queue = self._queues[batch.tp]
         if queue and queue[0] is batch:
             queue.popleft()
@@ -306,7 +334,6 @@ class RecordAccumulator:
             self._in_flight.pop(batch.tp, None)
         del self._pending[batch.serial]
         self.bytes_buffered -= batch.size_bytes
-        self.records_buffered -= batch.record_count
         self.batches_buffered -= 1
 
     def resize(self, batch: ProducerBatch, size_bytes: int) -> None:

@@ -270,15 +270,19 @@ class Consumer:
             if ready.records is not None:
                 ready.arrow, ready.records = self._arrow_from_records(tp, list(ready.records)), None
             batch = ready.arrow
-            want = batch.num_rows if max_records is None else min(batch.num_rows, max_records - count)
+            rows = batch.num_rows
+            want = rows if max_records is None else min(rows, max_records - count)
+            if want == rows:  # all of it: ``_finish`` moves the position past the whole fetch
+                out.append(batch)
+                count += want
+                self._finish(tp, ready)
+                continue
             if want:
-                part = batch if want == batch.num_rows else batch.slice(0, want)
+                part = batch.slice(0, want)
                 out.append(part)
                 count += want
                 self._positions[tp] = part.column("offset")[want - 1].as_py() + 1
             ready.arrow = batch.slice(want)
-            if ready.arrow.num_rows == 0:
-                self._finish(tp, ready)
         return out
 
     def _next_ready(self, decode_arrow: bool) -> tuple[TopicPartition | None, _Ready | None]:

@@ -69,20 +69,20 @@ class StickyPartitioner:
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng or random.Random()
-        self._current: dict[str, int] = {}
+        self.current: dict[str, int] = {}  # read by ``Producer.send``'s fast path
 
     def partition(self, topic: str, num_partitions: int) -> int:
-        current = self._current.get(topic)
+        current = self.current.get(topic)
         if current is None or current >= num_partitions:
             current = self._rng.randrange(num_partitions)
-            self._current[topic] = current
+            self.current[topic] = current
         return current
 
     def next_partition(self, topic: str, num_partitions: int) -> int:
         """Move on after the current partition's batch filled up (round-robin)."""
         current = self.partition(topic, num_partitions)
         nxt = (current + 1) % num_partitions
-        self._current[topic] = nxt
+        self.current[topic] = nxt
         return nxt
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections import defaultdict
+from itertools import repeat
 
 from broker.client.accumulator import ProducerBatch
 from broker.client.errors import KafkaError
@@ -40,8 +41,9 @@ def encode_records(batch: ProducerBatch, compression: int) -> bytes:
     """One RecordBatch v2 of an open batch's records, with its producer fields: the reference
     encoder for a few records or headers, the vectorized one (``encode_batches``) otherwise."""
     if batch.record_count < _SMALL_BATCH_RECORDS or batch.headers:
+        keys = batch.keys if batch.has_keys else repeat(None)  # no key list while all are null
         records = [Record(i, ts, k, v, batch.headers.get(i, ()))
-                   for i, (k, v, ts) in enumerate(zip(batch.keys, batch.values, batch.timestamps))]
+                   for i, (k, v, ts) in enumerate(zip(keys, batch.values, batch.timestamps))]
         return encode_batch(records, compression=compression, base_offset=0,
                             producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
                             base_sequence=batch.base_sequence)

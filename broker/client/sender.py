@@ -67,6 +67,10 @@ __all__ = ["ProducerSettings", "ProducerState", "Sender"]
 
 _SEQUENCE_MOD = 1 << 31
 _RESPONSE_MARGIN_MS = 1000  # the broker answers REQUEST_TIMED_OUT at timeout_ms; wait a bit longer
+# The I/O thread looks at its timers at least this often, so nothing has to wake it for a far
+# deadline (a request's timeout, delivery.timeout.ms): every send of a request would otherwise
+# wake it once just to move its alarm, a thread hand-off per request.
+_IDLE_SLEEP_MS_MAX = 200
 
 
 @dataclass(frozen=True)
@@ -100,15 +104,22 @@ class ProducerState:
     abandon: bool = False  # close(flush=False): fail what is not in flight
     fatal: BaseException | None = None  # the sender thread died of a bug
     sender_sleeping: bool = False
+    sender_wakes_at_ms: float = float("inf")  # when the sleeping I/O thread runs its next turn
     wake_w: socket.socket | None = None
 
     def __post_init__(self) -> None:
         self.cond = threading.Condition(self.lock)
+        self.stats["sender_wakeups"] = 0  # wake-up bytes written to the sleeping I/O thread
 
-    def wake(self) -> None:
-        """Wake the sender out of ``select`` (call with the lock held)."""
+    def wake(self, unless_awake_by_ms: float | None = None) -> None:
+        """Wake the sender out of ``select`` (call with the lock held); not when it wakes by
+        itself by ``unless_awake_by_ms`` anyway (a wake-up costs the I/O thread a turn, and a
+        GIL hand-off to it)."""
+        if unless_awake_by_ms is not None and self.sender_wakes_at_ms <= unless_awake_by_ms:
+            return
         if self.sender_sleeping and self.wake_w is not None:
             self.sender_sleeping = False
+            self.stats["sender_wakeups"] += 1
             try:
                 self.wake_w.send(b"\0")
             except (BlockingIOError, OSError):
@@ -147,8 +158,8 @@ class Sender:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._io_lock = threading.Lock()  # held by whichever thread runs a turn (see ``help``)
         self._sent_last_turn = False
-        self._sleep_until = 0.0  # when the sleeping I/O thread plans its next turn
         self._needs_background = False  # a turn left set-up work (producer id, metadata) to it
+        self._turns = 0  # turns run so far, by any thread (I/O lock held)
         self._thread = threading.Thread(target=self._run, name="pylog-producer-sender", daemon=True)
 
     # ------------------------------------------------------------------ lifecycle
@@ -174,15 +185,21 @@ class Sender:
 
     def _run(self) -> None:
         try:
+            turns_at_select = self._turns
+            readable = None  # connections with an answer, from the last select (None: look)
             while True:
                 with self._io_lock:
-                    if not self._turn(background=True):
+                    if self._turns != turns_at_select:
+                        readable = None  # a user thread's turn ran meanwhile: it may have taken them
+                    if not self._turn(background=True, readable=readable):
                         break
                     timeout = self._sleep_timeout()
-                events = self._selector.select(None if timeout is None else max(timeout, 0) / 1000)
+                    turns_at_select = self._turns
+                events = self._selector.select(max(timeout, 0) / 1000)
                 with self._state.lock:
                     self._state.sender_sleeping = False
-                if any(key.data is None for key, _ in events):
+                readable = [(key.data, key.fileobj) for key, _ in events if key.data is not None]
+                if len(readable) < len(events):
                     self._drain_wake_pipe()
         except BaseException as exc:  # a bug in the sender: every waiting caller must learn it
             error = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"producer I/O thread failed: {exc!r}")
@@ -205,11 +222,16 @@ class Sender:
     def help(self) -> None:
         """Run one non-blocking turn on the caller's thread, if no other thread is in one.
 
-        Called by ``send``/``send_arrow`` when they filled a batch: a thread busy appending
-        holds the GIL, and an I/O thread woken by the kernel waits up to the interpreter's
-        switch interval (5 ms) for it at every step; sending from the appending thread itself
-        keeps batches flowing. The I/O thread still owns timers (linger, backoff, timeouts),
-        metadata and producer ids, and is woken to recompute its timers."""
+        Called by ``send``/``send_arrow`` when they filled a batch (or opened one with no
+        linger): a thread busy appending holds the GIL, and an I/O thread woken by the kernel
+        waits up to the interpreter's switch interval (5 ms) for it at every step; sending from
+        the appending thread itself keeps batches flowing. The I/O thread still owns timers
+        (linger, backoff, timeouts), metadata and producer ids, and is woken only when it must
+        act sooner than it planned to.
+
+        When the I/O thread is in a turn the caller does not wait for it (measured: waiting
+        there, which hands it the GIL, cost 20-30% of per-record ``send`` throughput: batches
+        went out smaller and the appending thread stood still meanwhile)."""
         if not self._io_lock.acquire(False):
             with self._state.lock:
                 self._state.wake()
@@ -220,20 +242,25 @@ class Sender:
             self._turn(background=False)
             now = self._clock.monotonic_ms()
             with self._state.lock:
-                # Wake the I/O thread only when it must act sooner than it planned to: answers
-                # wake it by themselves (the sockets are in its selector).
+                # Answers wake the I/O thread by themselves (the sockets are in its selector).
                 timeout = self._timeout_ms(now, sent_any=False, helper=True)
-                if self._needs_background or (timeout is not None and now + timeout < self._sleep_until):
-                    self._state.wake()
+                if self._needs_background or timeout is not None:
+                    self._state.wake(unless_awake_by_ms=None if self._needs_background else now + timeout)
         finally:
             self._io_lock.release()
 
     # ------------------------------------------------------------------ one turn
 
-    def _turn(self, background: bool) -> bool:
-        """Send what is sendable and take every answer already there, without waiting (the
-        I/O lock is held). Only the I/O thread (``background``) does blocking set-up work:
-        metadata and producer ids. False once the producer is closed and everything is done."""
+    def _turn(self, background: bool, readable: list | None = None) -> bool:
+        """Take the answers already there, then send what is sendable, without waiting (the
+        I/O lock is held). ``readable``: the (connection, socket) pairs the I/O thread's select
+        just reported (their answers are taken without asking the selector again); None: ask
+        it. Only the I/O thread (``background``) does blocking set-up work: metadata and
+        producer ids. False once the producer is closed and everything is done.
+
+        Answers that arrive while this turn sends are left to the I/O thread's next select:
+        looking for them here again cost a system call (and a GIL hand-off) per turn."""
+        self._turns += 1
         if background:
             self._serve_metadata_requests()
         now = self._clock.monotonic_ms()
@@ -252,13 +279,17 @@ class Sender:
             if not background:
                 return True
             self._init_producer_id()
-        self._receive_ready()  # answers and broken connections first: they free slots, fix leaders
+        # answers and broken connections first: they free slots, fix leaders
+        if readable is None:
+            self._receive_ready()
+        else:
+            for conn, sock in readable:
+                self._receive(conn, sock)
         sent_any = False
         if self._producer_id >= 0 or not self._s.idempotent:
             for request in self._collect(now):
                 self._send(request)
                 sent_any = True
-        self._receive_ready()
         self._expire_requests(self._clock.monotonic_ms())
         self._sent_last_turn = sent_any
         return True
@@ -284,8 +315,10 @@ class Sender:
         now = self._clock.monotonic_ms()
         with self._state.lock:
             timeout = self._timeout_ms(now, self._sent_last_turn)
-            self._state.sender_sleeping = timeout is None or timeout > 0
-            self._sleep_until = float("inf") if timeout is None else now + timeout
+            if timeout is None or timeout > _IDLE_SLEEP_MS_MAX:
+                timeout = _IDLE_SLEEP_MS_MAX
+            self._state.sender_sleeping = timeout > 0
+            self._state.sender_wakes_at_ms = now + timeout
         return timeout
 
     def _inflight_total(self) -> int:
@@ -386,11 +419,10 @@ class Sender:
             try:
                 leader = self._cluster.leader_for(*tp)
             except KafkaError as exc:
-                leader, error = -1, exc
-            else:
-                error = KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{_tp(tp)} has no leader")
+                leaderless.append((tp, exc))
+                continue
             if leader < 0:
-                leaderless.append((tp, error))
+                leaderless.append((tp, KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{_tp(tp)} has no leader")))
             else:
                 by_node[leader].append(tp)
         if leaderless:

@@ -12,9 +12,14 @@ leaves printing to ``broker.tools.perf``. Time comes from ``time.monotonic`` (th
   partition until ``messages`` records arrived or nothing came for ``timeout_ms``; the latency
   reported is the time of each poll call that returned data.
 - e2e: a producer sends ``num_records`` records at ``throughput`` records/s, each value starting
-  with its send time (8 bytes, big-endian monotonic nanoseconds); a consumer thread polls them
-  and records receive time - send time. Kafka's ``EndToEndLatency`` does one record at a time;
-  at a fixed rate the numbers include queueing, which is what an application sees.
+  with its send time (8 bytes, big-endian monotonic nanoseconds, taken just before ``send``, as
+  Kafka's tool takes its start time); a consumer thread polls them and records, per record, the
+  time ``poll_arrow`` returned it minus its send time. At a fixed rate the numbers include the
+  queueing a busy application sees; ``extra["send_rate"]`` is the rate the sender really kept
+  (a run whose sender fell behind its schedule did not measure the rate it was asked for).
+  ``throughput`` <= 0 is Kafka's ``EndToEndLatency`` exactly: one record at a time on one
+  thread, ``send(...).get()`` (the acknowledgement), then poll until that record arrives; the
+  latency is that whole round.
 """
 
 from __future__ import annotations
@@ -227,11 +232,14 @@ def run_e2e(bootstrap: str, options: E2EOptions, producer_options: dict, consume
         consumer.seek_to_end()
         for tp in consumer.assignment():
             consumer.position(tp)
+        if options.throughput <= 0:
+            return _e2e_one_at_a_time(bootstrap, consumer, options, producer_options, samples, progress,
+                                      timeline)
         receiver = _Receiver(consumer, options.num_records, samples, timeline)
         thread = threading.Thread(target=receiver.run, name="pylog-perf-e2e-consumer", daemon=True)
         thread.start()
         start = time.monotonic()
-        _send_timestamped(bootstrap, options, producer_options, progress)
+        send_rate = _send_timestamped(bootstrap, options, producer_options, progress)
         thread.join(options.timeout_ms / 1000)
         receiver.stop = True
         thread.join()
@@ -243,20 +251,61 @@ def run_e2e(bootstrap: str, options: E2EOptions, producer_options: dict, consume
         raise receiver.error
     return RunResult(receiver.count, receiver.count * options.record_size, elapsed, samples.percentiles(),
                      {"sent": options.num_records, "received": receiver.count,
-                      "timed_out": receiver.count < options.num_records}, samples.values())
+                      "timed_out": receiver.count < options.num_records, "send_rate": send_rate},
+                     samples.values())
 
 
-def _send_timestamped(bootstrap: str, options: E2EOptions, producer_options: dict, progress: Progress) -> None:
+def _send_timestamped(bootstrap: str, options: E2EOptions, producer_options: dict, progress: Progress) -> float:
+    """Send at the target rate; returns the rate achieved (records/s)."""
     filler = make_payload(options.record_size - 8)
     throttle = Throttle(options.throughput)
     with Producer(bootstrap, **{"linger_ms": 0, **producer_options}) as producer:
         producer.partitions_for(options.topic)
         send, topic, pack = producer.send, options.topic, _NS.pack
+        start = time.monotonic()
         for i in range(options.num_records):
             send(topic, pack(time.monotonic_ns()) + filler)
             throttle.wait(i + 1)
             if not i & 0x3FF:
                 progress.update(i)
+        return options.num_records / max(time.monotonic() - start, 1e-9)
+
+
+def _e2e_one_at_a_time(bootstrap: str, consumer: Consumer, options: E2EOptions, producer_options: dict,
+                       samples: LatencySamples, progress: Progress, timeline) -> RunResult:
+    """Kafka's ``EndToEndLatency``: send one record and wait for its acknowledgement, then poll
+    until the consumer returns it; latency = that round. One thread, one record in flight."""
+    filler = make_payload(options.record_size - 8)
+    received = 0
+    with Producer(bootstrap, **{"linger_ms": 0, **producer_options}) as producer:
+        producer.partitions_for(options.topic)
+        start = time.monotonic()
+        for i in range(options.num_records):
+            began = time.monotonic_ns()
+            stamp = _NS.pack(began)
+            producer.send(options.topic, stamp + filler).get(options.timeout_ms)
+            deadline = time.monotonic() + options.timeout_ms / 1000
+            found = False
+            while not found:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"record {i} was acknowledged but not consumed within "
+                                       f"{options.timeout_ms} ms")
+                batch = consumer.poll_arrow(timeout_ms=options.timeout_ms)
+                if batch.num_rows:
+                    found = bool((send_times_ns(batch.column("value")) == began).any())
+                    received += batch.num_rows
+            now = time.monotonic_ns()
+            samples.add((now - began) / 1e6)
+            if timeline is not None:
+                timeline.append((now / 1e6, 1))
+            if not i & 0x3FF:
+                progress.update(i)
+        elapsed = time.monotonic() - start
+    progress.close()
+    return RunResult(options.num_records, options.num_records * options.record_size, elapsed,
+                     samples.percentiles(), {"sent": options.num_records, "received": received,
+                                             "timed_out": False, "mode": "one_at_a_time"},
+                     samples.values())
 
 
 class _Receiver:

@@ -81,6 +81,19 @@ def test_e2e_latency_json(broker_cluster):
     assert run["sent"] == run["received"] == 3000 and not run["timed_out"]
     check_latency(result["latency_ms"])
     assert result["latency_ms"]["p50"] < 1000  # sanity: received within a second of being sent
+    assert 500 < run["send_rate"] < 2100  # the sender kept (about) the rate asked for, not more
+
+
+def test_e2e_one_record_at_a_time_like_kafkas_tool(broker_cluster):
+    bootstrap = broker_cluster(1).bootstrap
+    done = perf("e2e", "--bootstrap-server", bootstrap, "--topic", "lat1", "--partitions", "1",
+                "--num-records", "200", "--throughput", "-1", "--record-size", "100", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    run = result["each_run"][0]
+    assert result["records"] == 200 and run["mode"] == "one_at_a_time" and run["received"] == 200
+    check_latency(result["latency_ms"])
+    assert 0 < result["latency_ms"]["p50"] < 1000
 
 
 def test_mistakes_are_one_line_errors(broker_cluster):

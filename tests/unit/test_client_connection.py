@@ -254,3 +254,55 @@ def test_requests_without_a_response_are_not_awaited(broker_factory):
     conn = connect(broker)
     conn.send(ApiKey.METADATA, {"topics": None}, expect_response=False)
     assert conn.in_flight_count == 0
+
+
+# ------------------------------------------------------------------ non-blocking socket I/O
+
+
+def _big_metadata_request(megabytes: int) -> dict:
+    """A Metadata request of about ``megabytes`` MiB: far more than the socket buffers hold,
+    so it goes out in several partial non-blocking sends."""
+    return {"topics": [{"name": f"{i:08d}" + "t" * 1016} for i in range(megabytes * 1024)]}
+
+
+def test_a_request_larger_than_the_socket_buffers_goes_out_whole_to_a_slow_reader(broker_factory):
+    def slow_first(header, request):
+        if len(broker.requests_for(ApiKey.METADATA)) == 1:
+            time.sleep(0.3)  # reads nothing meanwhile: the client's next send fills the buffers
+        return metadata_response(str(len(request.topics or ())))
+
+    broker = broker_factory(Script(replies=slow_first))
+    conn = connect(broker)
+    conn.send(ApiKey.METADATA, {"topics": None})
+    conn.send(ApiKey.METADATA, _big_metadata_request(8))
+    assert conn.receive().cluster_id == "0"
+    assert conn.receive().cluster_id == str(8 * 1024)
+    (_, request) = broker.requests_for(ApiKey.METADATA)[1]
+    assert [t.name[:8] for t in request.topics] == [f"{i:08d}" for i in range(8 * 1024)]
+
+
+def test_a_send_that_cannot_finish_within_the_request_timeout_fails_and_closes(broker_factory):
+    broker = broker_factory(Script(replies=lambda h, r: time.sleep(1.5)))  # stops reading, never answers
+    conn = connect(broker, FAST.with_(request_timeout_ms=300))
+    conn.send(ApiKey.METADATA, {"topics": None})
+    started = time.monotonic()
+    with pytest.raises(KafkaTimeoutError) as info:
+        conn.send(ApiKey.METADATA, _big_metadata_request(16))
+    assert 0.25 < time.monotonic() - started < 1.5
+    assert "sending a request timed out" in str(info.value)
+    assert not conn.connected
+
+
+def test_a_response_split_across_reads_is_reassembled(broker_factory):
+    def trickle(header, request):
+        sock = next(iter(broker._sockets))
+        frame = with_size_prefix(encode_response(ApiKey.METADATA, header.api_version, header.correlation_id,
+                                                 metadata_response("split")))
+        for i in range(0, len(frame), 7):  # the client's reads find a few bytes at a time
+            sock.sendall(frame[i:i + 7])
+            time.sleep(0.001)
+        return None
+
+    broker = broker_factory(Script(replies=trickle))
+    conn = connect(broker)
+    assert conn.request(ApiKey.METADATA, {"topics": None}).cluster_id == "split"

@@ -292,3 +292,61 @@ def test_close_without_flush_drops_buffered_records_with_an_error(kafka):
     d = p.send("t", b"v", partition=0)
     p.close(flush=False)
     assert d.done and d.error is not None and values(kafka, 0) == []
+
+
+# ------------------------------------------------------------------ the send fast path
+
+
+@pytest.mark.parametrize("batch_records", [5, 100])  # the reference encoder and the vectorized one
+def test_keys_mixed_with_null_keys_in_one_batch_keep_their_places(kafka, batch_records):
+    keys = [None, None, b"k2", None, b"k4"] * (batch_records // 5)
+    with producer(kafka, linger_ms=60_000) as p:
+        deliveries = [p.send("t", b"v%d" % i, key=k, partition=2) for i, k in enumerate(keys)]
+        assert p.statistics()["records_buffered"] == len(keys)
+        assert len(produce_requests(kafka)) == 0  # all in one open batch, joined on the fast path
+        p.flush()
+    records = kafka.records("t", 2)
+    assert [r.key for r in records] == keys
+    assert [r.value for r in records] == [b"v%d" % i for i in range(len(keys))]
+    assert [d.offset for d in deliveries] == list(range(len(keys)))
+    assert kafka.batch_headers("t", 2)[0].records_count == len(keys)
+
+
+def test_all_null_keys_are_sent_as_null_keys(kafka):
+    with producer(kafka, linger_ms=60_000) as p:
+        for i in range(70):
+            p.send("t", b"v", partition=0)
+    assert [r.key for r in kafka.records("t", 0)] == [None] * 70
+
+
+def test_the_fast_path_keeps_timestamps_and_the_buffer_bound(kafka):
+    p = producer(kafka, linger_ms=60_000, buffer_bytes_max=1000, batch_bytes_max=100_000, max_block_ms=200)
+    stamps = [p.send("t", b"x" * 50, partition=0, timestamp_ms=1000 + i).timestamp_ms for i in range(3)]
+    assert stamps == [1000, 1001, 1002]
+    for _ in range(30):  # 30 x 86 bytes is over the bound: send() waits for the buffer to drain
+        p.send("t", b"x" * 50, partition=0)
+        assert p.statistics()["bytes_buffered"] <= 1000
+    assert produce_requests(kafka)  # drained by sending, long before linger_ms
+    p.close()
+    assert [r.timestamp for r in kafka.records("t", 0)[:3]] == [1000, 1001, 1002]
+    assert len(kafka.records("t", 0)) == 33
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_send_raises_once_the_io_thread_died(kafka, monkeypatch):
+    p = producer(kafka, linger_ms=60_000)
+    first = p.send("t", b"v", partition=0)
+
+    def broken_turn(*args, **kwargs):
+        raise RuntimeError("bug in a turn")
+
+    monkeypatch.setattr(p._sender, "_turn", broken_turn)
+    with p._state.lock:
+        p._state.wake()
+    assert wait_until(lambda: p._state.fatal is not None)
+    assert first.done and first.error is not None  # the open batch was failed ...
+    with pytest.raises(KafkaError) as info:
+        p.send("t", b"v", partition=0)  # ... so this one takes the slow path, which checks
+    assert "I/O thread failed" in str(info.value)
+    with pytest.raises(KafkaError):
+        p.close()

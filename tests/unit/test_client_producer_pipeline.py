@@ -299,3 +299,50 @@ def test_send_arrow_splits_big_tables_into_batches_within_batch_bytes_max(kafka)
     sequences = [h.base_sequence for h in kafka.batch_headers("t", 1)]
     counts = [h.records_count for h in kafka.batch_headers("t", 1)]
     assert sequences == [sum(counts[:i]) for i in range(len(counts))]  # idempotent, consecutive
+
+
+# ------------------------------------------------------------------ waking the I/O thread
+
+
+def _sleeping_state(wakes_at_ms: float):
+    import socket
+
+    from broker.client.accumulator import RecordAccumulator
+    from broker.client.sender import ProducerState
+
+    state = ProducerState(RecordAccumulator(1000, 5))
+    state.wake_w, reader = socket.socketpair()
+    reader.setblocking(False)
+    state.sender_sleeping, state.sender_wakes_at_ms = True, wakes_at_ms
+    return state, reader
+
+
+def _woken(reader) -> bool:
+    try:
+        return bool(reader.recv(16))
+    except BlockingIOError:
+        return False
+
+
+def test_the_io_thread_is_not_woken_for_a_deadline_it_wakes_up_for_anyway():
+    state, reader = _sleeping_state(wakes_at_ms=100.0)
+    state.wake(unless_awake_by_ms=150.0)  # its alarm (100) comes first: no wake-up
+    assert not _woken(reader) and state.sender_sleeping and state.stats["sender_wakeups"] == 0
+    state.wake(unless_awake_by_ms=50.0)  # sooner than its alarm: wake it, once
+    assert _woken(reader) and not state.sender_sleeping and state.stats["sender_wakeups"] == 1
+    state.wake()  # already awake: nothing more is written
+    assert not _woken(reader) and state.stats["sender_wakeups"] == 1
+
+
+def test_sending_from_the_callers_thread_does_not_wake_the_sleeping_io_thread():
+    with InMemoryKafka(brokers=1) as kafka:
+        kafka.create_topic("t", 1)
+        with Producer(kafka.bootstrap, acks=1, linger_ms=0, config=FAST) as p:
+            p.send("t", b"v", partition=0).get()  # connected, metadata known
+            for _ in range(10):
+                time.sleep(0.03)  # the I/O thread is asleep in select (its alarm <= 200 ms away)
+                before = p.statistics()
+                d = p.send("t", b"v", partition=0)  # sent by this thread's turn (``help``)
+                assert p.statistics()["requests_sent"] == before["requests_sent"] + 1
+                assert p.statistics()["sender_wakeups"] == before["sender_wakeups"]
+                assert wait_until(lambda: d.done) and d.succeeded  # the answer woke it by itself
