@@ -15,6 +15,14 @@ so load from elsewhere on the machine hits them alike):
   one-broker topic, rows/s (target >= 1,000,000).
 - streaming write: the same rows through ``readStream.parquet`` -> ``writeStream.format("pylog")``
   with ``Trigger.AvailableNow``, rows/s (target >= 1,000,000).
+- write peers, interleaved with the writes: a no-op Python DataSource Arrow writer (batch and
+  streaming; it only counts the Arrow batches Spark hands it) is the ceiling of any Python sink
+  on this machine: Spark's own cost of reading the Parquet rows, turning them into Arrow batches
+  and shipping them to the Python workers. Spark's own Parquet write of the same rows is the
+  honest peer of a sink that does real work.
+
+Each write line gives the min, median and max rows/s over the rounds and the 1-minute load
+average when the rounds ended (2 cores: a load above ~2 means other work took CPU from the run).
 
 Every run checks its result (row counts, byte sums, the topics' high watermarks). CPU seconds per
 role (Spark's JVM, its Python workers, the broker, everything else on the machine) are printed
@@ -23,7 +31,9 @@ the broker compete for them, and ``cpu_s_other`` shows how much a busy machine t
 read ratio is also given over CPU seconds of the run's own processes, which a busy machine
 disturbs less than wall time.
 
-Not part of the tests: ``python bench/spark_read_write.py [--records N]``.
+Not part of the tests: ``python bench/spark_read_write.py [--records N] [--skip-read]``.
+``PYLOG_WRITE_PROFILE_DIR=<dir>`` in the environment makes every pylog write task dump a
+cProfile (thread CPU time) there (``spark_log.sink``).
 """
 
 from __future__ import annotations
@@ -145,8 +155,51 @@ def measure(meter: Meter, runs: dict, repeat: int) -> dict:
     for name, results in samples.items():
         roles = results[0][2].keys()
         out[name] = {"result": results[0][0], "seconds": statistics.median(r[1] for r in results),
+                     "seconds_min": min(r[1] for r in results), "seconds_max": max(r[1] for r in results),
                      "cpu": {k: statistics.median(r[2][k] for r in results) for k in roles}}
     return out
+
+
+def _noop_source():
+    """A Python DataSource whose Arrow writers only count rows: the ceiling of a Python sink."""
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceStreamArrowWriter,
+        WriterCommitMessage,
+    )
+
+    def count(iterator) -> WriterCommitMessage:
+        for _batch in iterator:
+            pass
+        return WriterCommitMessage()
+
+    class NoopWriter(DataSourceArrowWriter):
+        def write(self, iterator):
+            return count(iterator)
+
+    class NoopStreamWriter(DataSourceStreamArrowWriter):
+        def write(self, iterator):
+            return count(iterator)
+
+        def commit(self, messages, batchId) -> None:
+            pass
+
+        def abort(self, messages, batchId) -> None:
+            pass
+
+    class NoopDataSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "pylog_bench_noop"
+
+        def writer(self, schema, overwrite):
+            return NoopWriter()
+
+        def streamWriter(self, schema, overwrite):
+            return NoopStreamWriter()
+
+    return NoopDataSource
 
 
 def _cpu_fields(cpu: dict) -> dict:
@@ -175,58 +228,92 @@ def run(args, root: Path) -> None:
         parquet = str(root / "parquet")
         source.write.mode("overwrite").parquet(parquet)
 
-        expected = (args.records, args.records * args.value_bytes)
-        reads = measure(meter, {"pylog": lambda: read_agg(source),
-                                "parquet": lambda: read_agg(spark.read.parquet(parquet))}, args.repeat)
-        pylog, peer = reads["pylog"], reads["parquet"]
-        assert pylog["result"] == expected == peer["result"], (pylog["result"], peer["result"], expected)
-        ratio = peer["seconds"] / pylog["seconds"]
-        own = [k for k in pylog["cpu"] if k != "other"]
-        cpu_ratio = sum(peer["cpu"][k] for k in own) / sum(pylog["cpu"][k] for k in own)
-        report("spark read pylog", rows=args.records, seconds=pylog["seconds"],
-               rows_per_s=args.records / pylog["seconds"], **_cpu_fields(pylog["cpu"]))
-        report("spark read parquet (peer)", rows=args.records, seconds=peer["seconds"],
-               rows_per_s=args.records / peer["seconds"], **_cpu_fields(peer["cpu"]))
-        report("spark read ratio", parquet_over_pylog=ratio, cpu_parquet_over_pylog=cpu_ratio,
-               target=TARGET_READ_RATIO, met=ratio >= TARGET_READ_RATIO)
-
-        values = spark.read.parquet(parquet).select("value")
-        topics = iter(range(1_000_000))
-        producer_options = {"kafka.bootstrap.servers": bootstrap, "kafka.acks": "1"}
-
-        def fresh_topic(kind: str) -> str:
-            topic = f"bench-{kind}-{next(topics)}"
-            with AdminClient(bootstrap) as admin:
-                admin.create_topics(topic, partitions=1, replication_factor=1)
-            return topic
-
-        def batch_write():
-            topic = fresh_topic("write")
-            values.write.format("pylog").mode("append").options(**producer_options).option("topic", topic).save()
-            return high_watermarks(bootstrap, topic)
-
-        schema = spark.read.parquet(parquet).schema
-
-        def stream_write():
-            topic = fresh_topic("stream")
-            query = (spark.readStream.schema(schema).parquet(parquet).select("value")
-                     .writeStream.format("pylog").options(**producer_options).option("topic", topic)
-                     .option("checkpointLocation", str(root / f"checkpoint-{topic}"))
-                     .trigger(availableNow=True).start())
-            query.awaitTermination()
-            return high_watermarks(bootstrap, topic)
-
-        writes = measure(meter, {"batch": batch_write, "stream": stream_write}, args.repeat)
-        for kind, name in (("batch", "spark batch write pylog"), ("stream", "spark stream write pylog")):
-            w = writes[kind]
-            assert w["result"] == args.records, (kind, w["result"])
-            rate = args.records / w["seconds"]
-            report(name, rows=args.records, seconds=w["seconds"], rows_per_s=rate,
-                   target=TARGET_WRITE_ROWS_PER_S, met=rate >= TARGET_WRITE_ROWS_PER_S, **_cpu_fields(w["cpu"]))
+        if not args.skip_read:
+            measure_read(args, meter, spark, source, parquet)
+        measure_write(args, meter, spark, bootstrap, root, parquet)
     finally:
         if spark is not None:
             spark.stop()
         cluster_down(root / "cluster", sys.stderr)
+
+
+def measure_read(args, meter: Meter, spark, source, parquet: str) -> None:
+    expected = (args.records, args.records * args.value_bytes)
+    reads = measure(meter, {"pylog": lambda: read_agg(source),
+                            "parquet": lambda: read_agg(spark.read.parquet(parquet))}, args.repeat)
+    pylog, peer = reads["pylog"], reads["parquet"]
+    assert pylog["result"] == expected == peer["result"], (pylog["result"], peer["result"], expected)
+    ratio = peer["seconds"] / pylog["seconds"]
+    own = [k for k in pylog["cpu"] if k != "other"]
+    cpu_ratio = sum(peer["cpu"][k] for k in own) / sum(pylog["cpu"][k] for k in own)
+    report("spark read pylog", rows=args.records, seconds=pylog["seconds"],
+           rows_per_s=args.records / pylog["seconds"], **_cpu_fields(pylog["cpu"]))
+    report("spark read parquet (peer)", rows=args.records, seconds=peer["seconds"],
+           rows_per_s=args.records / peer["seconds"], **_cpu_fields(peer["cpu"]))
+    report("spark read ratio", parquet_over_pylog=ratio, cpu_parquet_over_pylog=cpu_ratio,
+           target=TARGET_READ_RATIO, met=ratio >= TARGET_READ_RATIO, load_1m=os.getloadavg()[0])
+
+
+def measure_write(args, meter: Meter, spark, bootstrap: str, root: Path, parquet: str) -> None:
+    spark.dataSource.register(_noop_source())
+    values = spark.read.parquet(parquet).select("value")
+    schema = spark.read.parquet(parquet).schema
+    names = iter(range(1_000_000))
+    producer_options = {"kafka.bootstrap.servers": bootstrap, "kafka.acks": "1", **dict(args.sink_option)}
+
+    def fresh_topic(kind: str) -> str:
+        topic = f"bench-{kind}-{next(names)}"
+        with AdminClient(bootstrap) as admin:
+            admin.create_topics(topic, partitions=1, replication_factor=1)
+        return topic
+
+    def batch_write():
+        topic = fresh_topic("write")
+        values.write.format("pylog").mode("append").options(**producer_options).option("topic", topic).save()
+        return high_watermarks(bootstrap, topic)
+
+    def batch_noop():
+        values.write.format("pylog_bench_noop").mode("append").save()
+        return args.records
+
+    def batch_parquet():
+        values.write.mode("overwrite").parquet(str(root / "parquet-out"))
+        return spark.read.parquet(str(root / "parquet-out")).count()
+
+    def stream(fmt: str, options: dict, topic: str | None) -> None:
+        writer = (spark.readStream.schema(schema).parquet(parquet).select("value")
+                  .writeStream.format(fmt).options(**options)
+                  .option("checkpointLocation", str(root / f"checkpoint-{next(names)}")))
+        if topic is not None:
+            writer = writer.option("topic", topic)
+        writer.trigger(availableNow=True).start().awaitTermination()
+
+    def stream_write():
+        topic = fresh_topic("stream")
+        stream("pylog", producer_options, topic)
+        return high_watermarks(bootstrap, topic)
+
+    def stream_noop():
+        stream("pylog_bench_noop", {}, None)
+        return args.records
+
+    runs = {"batch": batch_write, "batch_noop": batch_noop, "batch_parquet": batch_parquet,
+            "stream": stream_write, "stream_noop": stream_noop}
+    writes = measure(meter, runs, args.repeat)
+    load = os.getloadavg()[0]
+    names_out = {"batch": "spark batch write pylog", "batch_noop": "  no-op Python writer (ceiling)",
+                 "batch_parquet": "  parquet write (peer)", "stream": "spark stream write pylog",
+                 "stream_noop": "  no-op Python stream writer"}
+    for kind, w in writes.items():
+        assert w["result"] == args.records, (kind, w["result"])
+        rate = args.records / w["seconds"]
+        fields = {"rows": args.records, "seconds": w["seconds"], "rows_per_s": rate,
+                  "rows_per_s_min": args.records / w["seconds_max"],
+                  "rows_per_s_max": args.records / w["seconds_min"]}
+        if kind in ("batch", "stream"):
+            fields.update(target=TARGET_WRITE_ROWS_PER_S, met=rate >= TARGET_WRITE_ROWS_PER_S,
+                          of_ceiling=rate / (args.records / writes[f"{kind}_noop"]["seconds"]))
+        report(names_out[kind], **fields, load_1m=load, **_cpu_fields(w["cpu"]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=2, help="of the read topic (default 2: one per core)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", default=None, help="working directory (default: a temporary one)")
+    parser.add_argument("--skip-read", action="store_true", help="measure the writes only")
+    parser.add_argument("--sink-option", action="append", default=[], type=lambda t: tuple(t.split("=", 1)),
+                        metavar="KEY=VALUE", help="extra pylog sink option, e.g. kafka.compression.type=lz4")
     args = parser.parse_args(argv)
     if args.dir:
         root = Path(args.dir)

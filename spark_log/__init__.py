@@ -20,10 +20,14 @@ __all__ = ["register", "session"]
 
 
 def register(spark) -> None:
-    """Make ``format("pylog")`` available in ``spark`` (a SparkSession)."""
+    """Make ``format("pylog")`` available in ``spark`` (a SparkSession), and let batch writes use
+    Spark's default save mode as ``format("kafka")`` does (see ``spark_log.save_mode``: Spark
+    itself refuses ErrorIfExists for Python data sources; pylog takes it as Append, like Kafka)."""
+    from spark_log import save_mode
     from spark_log.source import PylogDataSource
 
     spark.dataSource.register(PylogDataSource)
+    save_mode.install()
 
 
 def session(app_name: str = "pylog", master: str = "local[2]", **conf: str):

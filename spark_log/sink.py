@@ -14,6 +14,8 @@ writes once the broker has transactions (DESIGN "Spark write and exactly-once").
 from __future__ import annotations
 
 import logging
+import os
+import time
 from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import (
@@ -56,10 +58,33 @@ def _task_identity() -> tuple[int, int, int | None]:
     return context.partitionId(), context.attemptNumber(), None if batch is None else int(batch)
 
 
+# Set in the environment of Spark's Python workers (e.g. by the driver before the session starts)
+# to write one cProfile file per task into this directory. py-spy cannot attach to the workers
+# on every machine, and the per-process CPU split alone does not say which code to fix.
+PROFILE_DIR_ENV = "PYLOG_WRITE_PROFILE_DIR"
+
+
 def _write(settings: WriteSettings, iterator) -> WrittenRecords:
     partition_id, attempt, batch_id = _task_identity()
-    written = write_batches(settings, iterator)
+    profile_dir = os.environ.get(PROFILE_DIR_ENV)
+    if profile_dir:
+        written = _profiled(profile_dir, partition_id, lambda: write_batches(settings, iterator))
+    else:
+        written = write_batches(settings, iterator)
     return WrittenRecords(written, partition_id, attempt, batch_id)
+
+
+def _profiled(profile_dir: str, partition_id: int, fn):
+    import cProfile
+
+    # Thread CPU time, not wall time: on a shared machine a wall-clock profile mostly measures
+    # waiting (for the JVM's next Arrow batch, for a core). The producer's I/O thread is not
+    # in this profile; the task thread sends most requests itself (Sender.help).
+    profiler = cProfile.Profile(time.thread_time)
+    try:
+        return profiler.runcall(fn)
+    finally:
+        profiler.dump_stats(os.path.join(profile_dir, f"write-{os.getpid()}-{partition_id}-{time.time_ns()}.prof"))
 
 
 def _summary(messages) -> str:

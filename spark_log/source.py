@@ -71,7 +71,7 @@ class PylogDataSource(DataSource):
     def writer(self, schema, overwrite: bool) -> PylogWriter:
         if overwrite:
             raise OptionError("Save mode 'overwrite' is not allowed for the pylog sink: a log can only "
-                              "be appended to. Use mode 'append' or 'errorifexists'")
+                              "be appended to. Use mode 'append' (or Spark's default, which pylog takes as append)")
         options = parse_sink_options(self.options)
         check_sink_schema(schema, options.topic)
         return PylogWriter(options)

@@ -276,7 +276,9 @@ class Producer:
         ``value_column`` (binary or string) is required; ``key_column`` is used when present.
         The partition of a row is ``partition`` when it is an int, the int column it names when
         it is a str, the table's ``partition`` column when there is one, else murmur2 of the key
-        exactly as ``send`` would choose (null keys: the sticky partition). Rows are encoded per
+        exactly as ``send`` would choose (null keys: the sticky partition); a null in the partition
+        column leaves that row to the same choice, and every partition's rows keep table order.
+        Rows are encoded per
         partition by ``broker.records.arrow.encode_batches`` into batches of at most
         ``batch_bytes_max`` and queued behind what ``send`` queued before. Blocks while the
         buffer is full (``max_block_ms``); on a timeout the batches already queued stay queued
@@ -312,23 +314,35 @@ class Producer:
         return deliveries
 
     def _arrow_partitions(self, topic, table, partition, keys, num_partitions):
+        import numpy as np
+        import pyarrow as pa
+
         from broker.client import arrow_send
 
         if isinstance(partition, int):
             return partition
         column = partition if isinstance(partition, str) else (
             "partition" if "partition" in table.column_names else None)
+        given = None
         if column is not None:
-            parts = table.column(column).to_numpy()
-            if parts.dtype.kind not in "iu":
-                raise TypeError(f"send_arrow: partition column {column!r} must hold integers")
-            return parts.astype("int32", copy=False)
+            given = table.column(column)
+            if not pa.types.is_integer(given.type):
+                raise TypeError(f"send_arrow: partition column {column!r} must hold integers, not {given.type}")
+            if given.null_count == 0:
+                return given.to_numpy().astype("int32", copy=False)
         with self._state.lock:
             sticky = self._sticky.partition(topic, num_partitions)
             self._sticky.next_partition(topic, num_partitions)  # KIP-480: the next call moves on
-        if keys is None:
-            return sticky
-        return arrow_send.key_partitions(keys, num_partitions, sticky)
+        chosen = sticky if keys is None else arrow_send.key_partitions(keys, num_partitions, sticky)
+        if given is None:
+            return chosen
+        # Some rows name a partition, the others (null) leave it to the partitioner, as in Spark's
+        # Kafka sink. Resolving both in one column keeps every partition's rows in table order;
+        # sending the two kinds separately would reorder rows that meet in one partition.
+        parts = given.fill_null(-1).to_numpy().astype("int32", copy=True)
+        nulls = np.asarray(given.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        parts[nulls] = chosen if isinstance(chosen, int) else chosen[nulls]
+        return parts
 
     def _queue_encoded(self, topic: str, partition: int, encoded, rows, deliveries: ArrowDeliveries) -> None:
         if len(encoded.data) > self._request_bytes_max:

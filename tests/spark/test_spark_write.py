@@ -38,6 +38,34 @@ def test_write_then_read_back_equal_dataframes(spark, cluster):
     assert [r.value for r in first] == ["value 1", "value 4", "value 7"]
 
 
+def test_many_small_arrow_batches_per_task_keep_rows_and_order(spark, cluster):
+    """Spark hands a task many Arrow batches (here 7 rows each); the sink joins them into send
+    runs (``_io._runs``). Every row arrives once, with its key, partition and headers, in the
+    task's order per partition, also when the partition column is null in some rows."""
+    topic = create_topic(cluster.bootstrap, unique("wruns"), partitions=3)
+    rows = [(f"k{i}", f"value {i}".encode(), None if i % 4 == 0 else i % 3,
+             [("i", str(i).encode())] if i % 2 else []) for i in range(500)]
+    df = spark.createDataFrame(rows, ROWS_SCHEMA).coalesce(1)
+    previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")
+    try:
+        sink(df, cluster.bootstrap, topic=topic)
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
+    back = source(spark, cluster.bootstrap, subscribe=topic, includeHeaders="true")
+    got = back.select(F.col("key").cast("string").alias("key"), "value", "partition", "headers")
+    given = [r for r in rows if r[2] is not None]
+    assert back.count() == len(rows)
+    assert_df_equality(got.where(F.col("value").isin([r[1] for r in given])),
+                       spark.createDataFrame(given, ROWS_SCHEMA), ignore_row_order=True)
+    # Order per partition is the task's, across rows that name their partition and rows left to
+    # the partitioner alike (as Spark's Kafka sink keeps it): both kinds are resolved together.
+    for p in range(3):
+        values = [r.value for r in back.where(f"partition = {p}").orderBy("offset").select("value").collect()]
+        assert len(values) > 1
+        assert values == [v for v in (r[1] for r in rows) if v in set(values)], f"partition {p} out of task order"
+
+
 def test_topic_column_and_option_and_partitioner(spark, cluster):
     a = create_topic(cluster.bootstrap, unique("wa"), partitions=2)
     b = create_topic(cluster.bootstrap, unique("wb"), partitions=2)
@@ -76,12 +104,26 @@ def test_write_errors_name_the_problem(spark, cluster, columns, options, mode, m
     assert message in str(info.value)
 
 
-def test_error_if_exists_is_refused_by_spark_for_python_sources(spark, cluster):
-    """Spark 4.3 lets Python data sources write only in Append/Overwrite (a JVM-side rule), so the
-    default mode of df.write fails before pylog is asked; use mode("append")."""
-    df = spark.createDataFrame([("v",)], "value string")
+def test_default_and_error_if_exists_modes_append_as_with_the_kafka_format(spark, cluster, tmp_path):
+    """``df.write.format("kafka").save()`` appends (Spark's Kafka sink takes ErrorIfExists as
+    append). Spark refuses that mode for Python data sources before pylog is asked, so
+    ``spark_log.register`` maps it to Append for ``pylog`` writers only; Ignore stays refused
+    (as the Kafka sink refuses it), other formats are untouched."""
+    topic = create_topic(cluster.bootstrap, unique("wmode"))
+    df = spark.createDataFrame([("a",), ("b",)], "value string")
+    df.write.format("pylog").option("kafka.bootstrap.servers", cluster.bootstrap).option("topic", topic).save()
+    (df.write.format("pylog").mode("errorifexists").option("kafka.bootstrap.servers", cluster.bootstrap)
+     .option("topic", topic).save())
+    df.write.save(format="pylog", mode="error", **{"kafka.bootstrap.servers": cluster.bootstrap, "topic": topic})
+    assert source(spark, cluster.bootstrap, subscribe=topic).count() == 6
     with pytest.raises(AnalysisException, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
-        df.write.format("pylog").option("kafka.bootstrap.servers", cluster.bootstrap).option("topic", "t").save()
+        (df.write.format("pylog").mode("ignore").option("kafka.bootstrap.servers", cluster.bootstrap)
+         .option("topic", topic).save())
+    assert source(spark, cluster.bootstrap, subscribe=topic).count() == 6
+    path = str(tmp_path / "parquet")  # another format keeps Spark's own ErrorIfExists meaning
+    df.write.format("parquet").save(path)
+    with pytest.raises(AnalysisException, match="PATH_ALREADY_EXISTS"):
+        df.write.format("parquet").save(path)
 
 
 def test_streaming_pylog_to_pylog(spark, cluster, tmp_path):

@@ -258,6 +258,29 @@ def test_send_arrow_puts_each_key_on_the_partition_send_would(kafka):
         assert values(kafka, partition, "keys") == values(kafka, partition, "keys2")
 
 
+def test_send_arrow_null_partitions_are_the_partitioners_and_keep_table_order(kafka):
+    """Spark's sink hands rows whose ``partition`` is null (the partitioner picks) mixed with rows
+    that name one. Both kinds are resolved in one pass, so each partition's records are in table
+    order even where the two kinds meet (sending them as two groups would put all the given ones
+    first)."""
+    keys = random_keys(200, seed=11)
+    given = [None if i % 3 else i % 4 for i in range(200)]
+    table = pa.table({"key": pa.array(keys, pa.binary()), "value": [b"%d" % i for i in range(200)],
+                      "partition": pa.array(given, pa.int32())})
+    with producer(kafka) as p:
+        result = p.send_arrow("t", table)
+        p.flush()
+    placed = {int(row): d.partition for d in result for row in d.rows}
+    assert sorted(placed) == list(range(200))
+    for i in range(200):
+        assert placed[i] == (given[i] if given[i] is not None else partition_for_key(keys[i], 4))
+    for partition in range(4):
+        expected = [b"%d" % i for i in range(200) if placed[i] == partition]
+        assert len(expected) > 10 and values(kafka, partition) == expected
+    with producer(kafka) as p, pytest.raises(TypeError, match="must hold integers"):
+        p.send_arrow("t", pa.table({"value": [b"x"], "partition": pa.array(["1"])}))
+
+
 def test_send_arrow_partition_column_explicit_partition_and_null_keys(kafka):
     table = pa.table({"key": pa.array([None, None, b"k"], pa.binary()), "value": [b"a", b"b", b"c"],
                       "partition": pa.array([3, 1, 3], pa.int32())})

@@ -49,15 +49,6 @@ def test_rows_grouped_by_topic_column_or_option():
         list(_io._by_topic(pa.RecordBatch.from_pydict({"topic": ["a", None], "value": ["1", "2"]}), None))
 
 
-def test_null_partitions_go_to_the_partitioner():
-    table = pa.table({"value": ["x", "y", "z"], "partition": pa.array([1, None, 0], pa.int32())})
-    parts = list(_io._by_partition_choice(table))
-    assert [(t.column("value").to_pylist(), given, "partition" in t.column_names) for t, given in parts] == [
-        (["x", "z"], True, True), (["y"], False, False)]
-    plain = pa.table({"value": ["x"]})
-    assert [(t.num_rows, given) for t, given in _io._by_partition_choice(plain)] == [(1, False)]
-
-
 @pytest.mark.parametrize("fields, topic, message", [
     ([("key", StringType())], "t", "Required attribute 'value' not found"),
     ([("value", IntegerType())], "t", "value attribute type must be a string or binary"),
