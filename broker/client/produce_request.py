@@ -25,16 +25,18 @@ _PRODUCER_FIELDS_OFFSET = 43
 _SMALL_BATCH_RECORDS = 64  # below this the reference encoder beats the vectorized one (measured)
 
 
-def stamp_producer(payload, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
+def stamp_producer(payload, producer_id: int, producer_epoch: int, base_sequence: int):
     """The batch with its producer fields set and its CRC recomputed (they are inside the
-    CRC's range). Returns ``payload`` itself when it already carries these values."""
+    CRC's range). Returns ``payload`` itself when it already carries these values, else a new
+    ``bytearray`` (one copy: it is never changed again, and the request encoder sends it as it
+    is; a further ``bytes()`` would copy a 1 MiB batch into fresh pages once more)."""
     if _PRODUCER_FIELDS.unpack_from(payload, _PRODUCER_FIELDS_OFFSET) == (producer_id, producer_epoch,
                                                                           base_sequence):
         return payload
     buf = bytearray(payload)
     _PRODUCER_FIELDS.pack_into(buf, _PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, base_sequence)
     struct.pack_into(">I", buf, CRC_OFFSET, compute_crc(buf, 0, len(buf)))
-    return bytes(buf)
+    return buf
 
 
 def encode_records(batch: ProducerBatch, compression: int) -> bytes:

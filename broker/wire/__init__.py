@@ -33,6 +33,7 @@ from broker.wire.frame import (
     decode_request_header,
     decode_response,
     encode_request,
+    encode_request_chunks,
     encode_request_header,
     encode_response,
     encode_response_chunks,
@@ -50,7 +51,7 @@ __all__ = [
     "UnsupportedVersion", "UnknownApiKey", "EncodeError",
     "RequestHeader", "request_header_version", "response_header_version",
     "decode_request_header", "encode_request_header",
-    "decode_request", "encode_request",
+    "decode_request", "encode_request", "encode_request_chunks",
     "encode_response", "encode_response_chunks", "decode_response",
     "response_correlation_id", "with_size_prefix",
 ]

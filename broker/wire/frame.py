@@ -47,6 +47,7 @@ __all__ = [
     "encode_request_header",
     "decode_request",
     "encode_request",
+    "encode_request_chunks",
     "encode_response",
     "encode_response_chunks",
     "decode_response",
@@ -151,13 +152,23 @@ def _encode_body(api_key: int, api_version: int, body, kind: str) -> list:
     return chunks
 
 
+def encode_request_chunks(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, request
+) -> list:
+    """Header + body as a list of buffers, without the size prefix: record sets are the caller's
+    own buffers (zero-copy), so a client can send a 1 MiB Produce with ``sendmsg`` and never copy
+    it. ``request`` is the API's request object or a dict of its fields."""
+    chunks = _encode_body(api_key, api_version, request, "request")
+    chunks.insert(0, encode_request_header(api_key, api_version, correlation_id, client_id))
+    return chunks
+
+
 def encode_request(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, request
 ) -> bytes:
-    """Header + body, without the size prefix (see ``with_size_prefix``). ``request`` is the
-    API's request object or a dict of its fields."""
-    chunks = _encode_body(api_key, api_version, request, "request")
-    return encode_request_header(api_key, api_version, correlation_id, client_id) + b"".join(chunks)
+    """Header + body in one ``bytes``, without the size prefix (see ``with_size_prefix``): one
+    copy of the body (``encode_request_chunks`` for none)."""
+    return b"".join(encode_request_chunks(api_key, api_version, correlation_id, client_id, request))
 
 
 def _response_header(api_key: int, api_version: int, correlation_id: int) -> bytes:

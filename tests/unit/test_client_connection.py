@@ -306,3 +306,24 @@ def test_a_response_split_across_reads_is_reassembled(broker_factory):
     broker = broker_factory(Script(replies=trickle))
     conn = connect(broker)
     assert conn.request(ApiKey.METADATA, {"topics": None}).cluster_id == "split"
+
+
+def test_gather_keeps_record_sets_uncopied_and_joins_the_small_pieces():
+    """A Produce's record sets go to ``sendmsg`` as the caller's own buffers; the small header
+    pieces around them are joined; the frame is exactly size prefix + chunks either way."""
+    from broker.client.connection import _GATHER_BYTES_MIN, _GATHER_PARTS_MAX, _gather
+
+    big = memoryview(bytearray(b"r" * _GATHER_BYTES_MIN))
+    other = bytearray(b"s" * (_GATHER_BYTES_MIN + 5))
+    chunks = [b"head", b"\x00\x01", big, b"mid", other, b"tail"]
+    parts = _gather(chunks)
+    frame = b"".join(bytes(p) for p in parts)
+    body = b"".join(bytes(c) for c in chunks)
+    assert frame == struct.pack(">i", len(body)) + body
+    assert parts[1] is big and parts[3] is other  # not copied
+    assert len(parts) == 5
+    small = [b"a", b"bc"]
+    assert _gather(small) == [struct.pack(">i", 3) + b"abc"]  # one send, one buffer
+    many = [b"x", big] * (_GATHER_PARTS_MAX // 2 + 1)
+    joined = _gather(many)
+    assert len(joined) == 1 and bytes(joined[0])[4:] == b"".join(bytes(c) for c in many)
