@@ -30,6 +30,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+from bisect import bisect_left
 from itertools import chain
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Sequence
@@ -74,6 +75,7 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 _SCAN_WINDOW_BYTES = 8192  # header walks cover about one index interval per read
+_RECENT_BATCHES_MAX = 256  # positions of batches appended since the last index entry, kept in memory
 _RECOVERY_WINDOW_BYTES = 4 << 20  # recovery reads (and CRCs) the whole file in 4 MiB windows
 _LOG_APPEND_TIME = 1
 
@@ -90,6 +92,10 @@ class BatchInfo(NamedTuple):
     last_offset: int
     max_timestamp: int
     size: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
 
 
 class SegmentSlice(NamedTuple):
@@ -322,14 +328,37 @@ class LogSegment:
             self._offset_index.append(info.last_offset, position)
             self._time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
             self._bytes_since_index = 0
+            self._forget_recent()
         self._bytes_since_index += info.size
+        if len(self._recent_last_offsets) >= _RECENT_BATCHES_MAX:
+            self._forget_recent()  # a huge index interval: the index alone answers older reads
+        self._recent_last_offsets.append(info.last_offset)
+        self._recent_batches.append((position, info))
         self._next_offset = info.last_offset + 1
         if self._first_batch_max_timestamp is None:
             self._first_batch_max_timestamp = info.max_timestamp
 
+    def _forget_recent(self) -> None:
+        self._recent_last_offsets: list[int] = []
+        self._recent_batches: list[tuple[int, BatchInfo]] = []
+
+    def _recent_batch(self, offset: int) -> tuple[int, BatchInfo] | None:
+        """(position, info) of the first batch appended since the last index entry whose last
+        offset is >= ``offset``, or None. A consumer at the tail asks for a batch appended
+        moments ago: without this every Fetch walked the batch headers since the last index
+        entry (index.interval.bytes: ~25 one-record batches) with a ``pread``. The entries are
+        what this segment appended (or indexed on recovery), in order, so they need no check
+        against the file; the bytes read later are parsed whole before they are returned."""
+        offsets = self._recent_last_offsets
+        j = bisect_left(offsets, offset)
+        if j == 0 or j == len(offsets):
+            return None  # entry 0 may not be the first such batch: the ones before are not kept
+        return self._recent_batches[j]  # consecutive batches: entry j-1 ends below offset
+
     def on_become_inactive(self) -> None:
         """When rolled: record the exact largest timestamp in the time index, and write the
         index entries still held in memory (the next flush makes them durable)."""
+        self._forget_recent()
         if self._time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp):
             self._dirty = True
         self._offset_index.write_pending()
@@ -337,8 +366,16 @@ class LogSegment:
 
     # ---------------------------------------------------------------------------------- read
 
-    def translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
-        """Position and header of the first batch whose last offset is >= ``offset``."""
+    def translate_offset(self, offset: int) -> tuple[int, BatchHeader | BatchInfo] | None:
+        """Position and header of the first batch whose last offset is >= ``offset`` (its
+        ``BatchInfo`` when it is one of the batches appended since the last index entry: it has
+        the same ``base_offset``, ``last_offset``, ``next_offset`` and ``size``)."""
+        if offset >= self._next_offset:
+            return None  # past the last batch: a consumer waiting at the log end
+        self._ensure_indexes()  # callers go on to use them (truncate_to, read's bound)
+        recent = self._recent_batch(offset)
+        if recent is not None:
+            return recent
         for position, header in self._batches_from(offset):
             if header.last_offset >= offset:
                 return position, header
@@ -439,6 +476,7 @@ class LogSegment:
         if found is None:
             return 0
         position, _ = found
+        self._forget_recent()
         self._offset_index.truncate_to(offset)
         self._time_index.truncate_to(offset)
         os.ftruncate(self._log_fd, position)
@@ -534,6 +572,7 @@ class LogSegment:
         self._offset_of_max_timestamp = self.base_offset
         self._bytes_since_index = 0
         self._first_batch_max_timestamp: int | None = None
+        self._forget_recent()
 
     def _load_tail_state(self) -> bool:
         """Derive next offset and max timestamp from the last index entries plus a walk of the

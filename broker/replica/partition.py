@@ -48,7 +48,6 @@ from broker.cluster.layout import PartitionState
 from broker.log import Log, LogError, OffsetOutOfRangeError
 from broker.records import BatchHeader, BatchLimits, RecordsError, iter_batches, validate_batch
 from broker.records.arrow import check_batches
-from broker.records.arrow import check_batches
 from broker.replica.leader_epoch import LeaderEpochCache
 from broker.replica.producer_recovery import load_producer_state, take_snapshot
 from broker.replica.producer_state import Duplicate, ProducerStateManager, Rejected
@@ -152,6 +151,8 @@ class Partition:
         self.leader_term = 0
         self.min_insync_replicas = 1
         self._snapshot_changes = -1
+        self._limits_key: tuple | None = None
+        self._limits: BatchLimits | None = None
 
     # ------------------------------------------------------------------------------ role
 
@@ -263,7 +264,7 @@ class Partition:
             return AppendResult(ErrorCode.NOT_ENOUGH_REPLICAS,
                                 error_message=f"ISR {list(self.isr)} is smaller than "
                                               f"min.insync.replicas={self.min_insync_replicas}")
-        limits = limits._replace(batch_bytes_max=self.log.config.message_max_bytes)
+        limits = self._append_limits(limits)
         records = memoryview(b"") if records is None else records
         try:
             headers = _batch_headers(records, limits)
@@ -293,6 +294,15 @@ class Partition:
             return AppendResult(ErrorCode.NONE, batch.first_offset, batch.last_offset, -1,
                                 self.log.log_start_offset, leader_term=self.leader_term)
         return self._error(verdict)
+
+    def _append_limits(self, limits: BatchLimits) -> BatchLimits:
+        """The broker's limits with this topic's ``max.message.bytes``, made once per change
+        (``_replace`` on every produce was a measurable part of a small one)."""
+        key = (limits, self.log.config.message_max_bytes)
+        if self._limits_key != key:
+            self._limits_key = key
+            self._limits = limits._replace(batch_bytes_max=key[1])
+        return self._limits
 
     def _append(self, records: memoryview, headers: list[BatchHeader],
                 limits: BatchLimits) -> AppendResult:

@@ -4,7 +4,9 @@ A long-poll Fetch that found fewer than ``min_bytes`` waits here until the high 
 of its partitions moves (or its ``max_wait_ms`` passes); an acks=all Produce will wait here until
 the high watermark passes its batch once followers exist. The waiting side re-checks its own
 condition after every wake-up, so the purgatory only has to say "something changed on a key you
-watch"; it never polls (a waiter sleeps on an ``asyncio.Event`` with a timeout).
+watch"; it never polls (a waiter sleeps on one future, resolved by a wake-up or by one
+``call_later`` timer: ``asyncio.Event`` + ``asyncio.timeout`` cost several times that per long
+poll, and a consumer at linger.ms=0 long-polls once per few records).
 
 Keys are ``(topic, partition)``. ``notify(key)`` wakes every waiter on that key (Kafka's
 ``checkAndComplete``); ``close()`` wakes everyone and refuses new waiters, so a broker that is
@@ -36,32 +38,41 @@ class PurgatoryStatistics:
 class Waiter:
     """One waiting request, registered under one or more keys until ``close()``."""
 
-    __slots__ = ("_purgatory", "_keys", "_event", "_closed")
+    __slots__ = ("_purgatory", "_keys", "_woken", "_future", "_closed")
 
     def __init__(self, purgatory: "Purgatory", keys: tuple) -> None:
         self._purgatory = purgatory
         self._keys = keys
-        self._event = asyncio.Event()
+        self._woken = False  # a wake-up that came while nobody was waiting
+        self._future: asyncio.Future | None = None  # set while a ``wait`` sleeps
         self._closed = False
 
     async def wait(self, timeout_s: float) -> bool:
         """Sleep until a watched key changes or ``timeout_s`` passes; True if woken. The wake-up
         is consumed, so the next ``wait`` sleeps until the next change."""
-        if self._event.is_set():
-            self._event.clear()
+        if self._woken:
+            self._woken = False
             return True
         if timeout_s <= 0:
             return False
+        loop = asyncio.get_running_loop()
+        future = self._future = loop.create_future()
+        timer = loop.call_later(timeout_s, _expire, future)
         try:
-            async with asyncio.timeout(timeout_s):
-                await self._event.wait()
-        except TimeoutError:
-            return False
-        self._event.clear()
-        return True
+            return await future
+        finally:
+            timer.cancel()
+            self._future = None
 
     def wake(self) -> None:
-        self._event.set()
+        future = self._future
+        if future is None:
+            self._woken = True
+        elif not future.done():
+            future.set_result(True)
+        elif not future.result():
+            self._woken = True  # timed out a moment ago: this change is for the next ``wait``
+        # else: woken already and not yet resumed; wake-ups coalesce, as an Event's do
 
     def close(self) -> None:
         if not self._closed:
@@ -73,6 +84,11 @@ class Waiter:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def _expire(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(False)
 
 
 class Purgatory:

@@ -303,11 +303,12 @@ class _Deferred:
         self._broker = broker
         self._dispatcher: Dispatcher | None = None
 
-    async def handle(self, frame: bytes):
+    def handle(self, frame: bytes):
+        """The dispatcher's coroutine itself (no wrapping coroutine per request)."""
         if self._dispatcher is None:
             assert self._broker.context is not None, "serving starts after the context exists"
             self._dispatcher = Dispatcher(self._broker.context)
-        return await self._dispatcher.handle(frame)
+        return self._dispatcher.handle(frame)
 
 
 def ensure_chroot(connect: str, timeout_ms: int) -> None:

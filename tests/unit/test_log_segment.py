@@ -318,3 +318,35 @@ def test_truncate_fully_and_start_at(log: Log) -> None:
         "00000000000000000100.index", "00000000000000000100.log", "00000000000000000100.timeindex"
     ]
     assert log.append_as_leader(batch_at(0, 1), 1).first_offset == 100
+
+
+@pytest.mark.parametrize("interval", [4096, 1 << 30])  # the default; one so big it never indexes
+def test_reads_of_recent_small_batches_match_a_scan(tmp_path: Path, interval: int) -> None:
+    """A consumer at the tail reads batches appended since the last index entry; the segment
+    answers those from memory (kept for at most 256 batches) and must agree, at every offset,
+    with a fresh segment that only has its index and the file, also after a truncation."""
+    config = LogConfig(index_interval_bytes=interval)
+    seg = LogSegment.create(tmp_path, 0, config, Clock())
+    raws = []
+    for base in range(300):  # more than the 256 kept: older ones fall back to the index
+        raw = batch_at(base, 1, value_size=100)
+        seg.append([raw], [BatchInfo(base, base, T0, len(raw))])
+        raws.append(raw)
+    seg.flush()
+
+    def check(seg: LogSegment, end: int) -> None:
+        for offset in range(end):
+            found = seg.read(offset, len(raws[0]))
+            assert bases_of(found.records) == [offset]
+        assert seg.read(end, BIG) is None
+
+    check(seg, 300)
+    reopened = LogSegment.open(tmp_path, 0, config, Clock())
+    check(reopened, 300)
+    reopened.close()
+    seg.truncate_to(290)
+    check(seg, 290)
+    raw = batch_at(290, 1, value_size=100)
+    seg.append([raw], [BatchInfo(290, 290, T0, len(raw))])
+    check(seg, 291)
+    seg.close()

@@ -110,3 +110,20 @@ def test_cancelled_waiter_is_unregistered():
         return purgatory.waiting, purgatory.notify(KEY)
 
     assert run(scenario()) == (0, 0)
+
+
+def test_wake_ups_while_waiting_coalesce_into_one():
+    """Several changes before the waiter resumes are one wake-up (as with an Event): the next
+    wait sleeps until a later change or its timeout."""
+    async def scenario():
+        purgatory = Purgatory(10)
+        with purgatory.watch([KEY]) as waiter:
+            task = asyncio.create_task(waiter.wait(5.0))
+            await asyncio.sleep(0.01)
+            purgatory.notify(KEY)
+            purgatory.notify(KEY)
+            first = await task
+            second = await waiter.wait(0.05)
+        return first, second
+
+    assert run(scenario()) == (True, False)

@@ -225,3 +225,59 @@ def test_start_without_serving_binds_first():
         return port > 0, got
 
     assert asyncio.run(main()) == (True, b"up")
+
+
+def test_frames_split_across_reads_and_many_in_one_read():
+    """Frames arrive byte by byte, or many in one segment: each is cut out whole, in order."""
+    async def scenario(server, handler):
+        reader, writer = await connect(server)
+        data = frame(b"0:one") + frame(b"0:two")
+        for i in range(len(data)):
+            writer.write(data[i:i + 1])
+            await writer.drain()
+            await asyncio.sleep(0)
+        writer.write(b"".join(frame(b"0:n%d" % i) for i in range(50)))
+        got = [await read_frame(reader) for _ in range(52)]
+        writer.close()
+        return got
+
+    got = run(NetworkLimits(inflight_requests_max=4), scenario)
+    assert got == [b"one", b"two"] + [b"n%d" % i for i in range(50)]
+
+
+def test_half_closed_peer_gets_its_answers():
+    """A client that shuts down its sending side after its requests still gets every answer,
+    then the broker closes."""
+    async def scenario(server, handler):
+        reader, writer = await connect(server)
+        writer.write(frame(b"100:slow") + frame(b"0:fast"))
+        writer.write_eof()
+        got = [await read_frame(reader) for _ in range(2)]
+        return got, await reader.read()
+
+    assert run(NetworkLimits(), scenario) == ([b"slow", b"fast"], b"")
+
+
+def test_slow_reader_pauses_the_connection_not_the_broker():
+    """A client that does not read its (large) responses fills the transport's buffer; its
+    requests then wait in the queue and reading pauses at the in-flight bound, while another
+    connection is served. Once the client reads, every response arrives whole and in order."""
+    big = b"x" * (1 << 20)
+
+    class BigHandler(ScriptedHandler):
+        async def handle(self, frame: bytes):
+            return big if frame == b"big" else await super().handle(frame)
+
+    async def scenario(server, handler):
+        reader, writer = await connect(server)
+        writer.write(b"".join(frame(b"big") for _ in range(20)))
+        await asyncio.sleep(0.3)  # nothing read by the client: the broker holds back
+        other_reader, other_writer = await connect(server)
+        other_writer.write(frame(b"0:other"))
+        other = await read_frame(other_reader)
+        got = [await read_frame(reader) for _ in range(20)]
+        writer.close()
+        other_writer.close()
+        return other, all(g == big for g in got), len(got)
+
+    assert run_with(BigHandler(), NetworkLimits(inflight_requests_max=4), scenario) == (b"other", True, 20)
