@@ -230,7 +230,8 @@ def run(args, root: Path) -> None:
 
         if not args.skip_read:
             measure_read(args, meter, spark, source, parquet)
-        measure_write(args, meter, spark, bootstrap, root, parquet)
+        if not args.skip_write:
+            measure_write(args, meter, spark, bootstrap, root, parquet)
     finally:
         if spark is not None:
             spark.stop()
@@ -324,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", default=None, help="working directory (default: a temporary one)")
     parser.add_argument("--skip-read", action="store_true", help="measure the writes only")
+    parser.add_argument("--skip-write", action="store_true", help="measure the read only")
     parser.add_argument("--sink-option", action="append", default=[], type=lambda t: tuple(t.split("=", 1)),
                         metavar="KEY=VALUE", help="extra pylog sink option, e.g. kafka.compression.type=lz4")
     args = parser.parse_args(argv)

@@ -11,7 +11,10 @@ every timer. A user thread that has just filled a batch also runs a non-blocking
 the I/O lock is free (``Sender.help``): with the GIL, an I/O thread woken by the kernel waits up
 to the switch interval (5 ms) for a thread that is busy appending, so handing every send to it
 would cap throughput at a few batches per switch interval (measured: 30-40 k records/s with
-16 KiB batches); sending from the appending thread removes that convoy. Neither lock is held
+16 KiB batches); sending from the appending thread removes that convoy. At linger 0 a thread
+that opens a batch helps only while its partition has fewer than two batches in flight (see
+``producer._HELP_IN_FLIGHT_MAX``); if it finds the I/O thread mid-turn it sets
+``ProducerState.turn_wanted`` and that turn is followed by another at once. Neither lock is held
 across a blocking wait; ``ProducerState.lock`` is never held across I/O or encoding. Waiting user
 threads (a full buffer, ``flush``, ``Delivery.get``, a topic's first metadata) sleep on the
 state's condition, which every turn notifies when a batch finishes.
@@ -105,11 +108,13 @@ class ProducerState:
     fatal: BaseException | None = None  # the sender thread died of a bug
     sender_sleeping: bool = False
     sender_wakes_at_ms: float = float("inf")  # when the sleeping I/O thread runs its next turn
+    turn_wanted: bool = False  # a user thread found the I/O thread mid-turn with work for it
     wake_w: socket.socket | None = None
 
     def __post_init__(self) -> None:
         self.cond = threading.Condition(self.lock)
         self.stats["sender_wakeups"] = 0  # wake-up bytes written to the sleeping I/O thread
+        self.stats["batches_left_to_answers"] = 0  # opened at linger 0, sent by an answer's turn
 
     def wake(self, unless_awake_by_ms: float | None = None) -> None:
         """Wake the sender out of ``select`` (call with the lock held); not when it wakes by
@@ -223,9 +228,10 @@ class Sender:
         """Run one non-blocking turn on the caller's thread, if no other thread is in one.
 
         Called by ``send``/``send_arrow`` when they filled a batch (or opened one with no
-        linger): a thread busy appending holds the GIL, and an I/O thread woken by the kernel
-        waits up to the interpreter's switch interval (5 ms) for it at every step; sending from
-        the appending thread itself keeps batches flowing. The I/O thread still owns timers
+        linger and fewer than two of its partition's batches in flight): a thread busy
+        appending holds the GIL, and an I/O thread woken by the kernel waits up to the
+        interpreter's switch interval (5 ms) for it at every step; sending from the appending
+        thread itself keeps batches flowing. The I/O thread still owns timers
         (linger, backoff, timeouts), metadata and producer ids, and is woken only when it must
         act sooner than it planned to.
 
@@ -234,6 +240,10 @@ class Sender:
         went out smaller and the appending thread stood still meanwhile)."""
         if not self._io_lock.acquire(False):
             with self._state.lock:
+                # The I/O thread is mid-turn and may be past collecting: without this flag
+                # it went back to sleep with our batch ready, until the next answer, the
+                # retry backoff or its idle cap (200 ms), and every record behind it waited.
+                self._state.turn_wanted = True
                 self._state.wake()
             return
         try:
@@ -265,6 +275,7 @@ class Sender:
             self._serve_metadata_requests()
         now = self._clock.monotonic_ms()
         with self._state.lock:
+            self._state.turn_wanted = False  # this turn collects whatever was appended so far
             if self._state.abandon:
                 self._abandon_unsent()
             self._expire(now)
@@ -317,6 +328,8 @@ class Sender:
             timeout = self._timeout_ms(now, self._sent_last_turn)
             if timeout is None or timeout > _IDLE_SLEEP_MS_MAX:
                 timeout = _IDLE_SLEEP_MS_MAX
+            if self._state.turn_wanted:  # asked for during the turn that just ended
+                timeout = 0
             self._state.sender_sleeping = timeout > 0
             self._state.sender_wakes_at_ms = now + timeout
         return timeout

@@ -136,10 +136,18 @@ def summarize_runs(runs: list[RunResult]) -> dict:
 
 class Throttle:
     """Kafka's ``ThroughputThrottler``: keep ``sent`` at or below ``rate * elapsed`` by
-    sleeping; a rate <= 0 never sleeps. ``clock`` is ``time.monotonic``-like (seconds)."""
+    sleeping, but only once the sender is ahead of its schedule by ``sleep_min_s`` (Kafka's
+    ``MIN_SLEEP_NS``, 2 ms); below that it sends on, so records go out in bursts of about
+    ``rate * sleep_min_s`` per tick. Sleeping after every record cost a sleep call, a GIL
+    hand-off and a context switch per record (10,000 a second on two shared cores); measured
+    in ``pylog perf e2e`` at 10,000 records/s, 2 ms ticks beat 1 ms and 0.2 ms ones on p50
+    and on the sending thread's CPU. A rate <= 0 never sleeps. ``clock`` is
+    ``time.monotonic``-like (seconds)."""
 
-    def __init__(self, rate_per_s: float, clock=time.monotonic, sleep=time.sleep) -> None:
+    def __init__(self, rate_per_s: float, clock=time.monotonic, sleep=time.sleep,
+                 sleep_min_s: float = 0.002) -> None:
         self.rate = rate_per_s
+        self.sleep_min_s = sleep_min_s
         self._clock = clock
         self._sleep = sleep
         self._start = clock()
@@ -148,7 +156,7 @@ class Throttle:
         if self.rate <= 0:
             return
         ahead = sent / self.rate - (self._clock() - self._start)
-        if ahead > 0:
+        if ahead >= self.sleep_min_s:
             self._sleep(ahead)
 
 

@@ -113,3 +113,23 @@ def test_payload_is_uppercase_letters_of_the_size_asked():
 def test_throughput_series_buckets_records_per_second():
     seconds, rates = throughput_series([(0.0, 10), (50.0, 10), (150.0, 5)], bucket_ms=100.0)
     assert seconds.tolist() == [0.0, 0.1] and rates.tolist() == [200.0, 50.0]
+
+
+def test_throttle_sends_in_bursts_and_sleeps_only_when_a_tick_ahead():
+    now = [0.0]
+    slept = []
+
+    def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    throttle = Throttle(10_000.0, clock=lambda: now[0], sleep=sleep)  # a 2 ms tick = 20 records
+    for sent in range(1, 20):
+        throttle.wait(sent)  # under a tick ahead: no sleep per record
+    assert slept == []
+    throttle.wait(20)  # a whole tick ahead: one sleep for the burst
+    assert slept == [pytest.approx(0.002)]
+    for sent in range(21, 201):
+        throttle.wait(sent)
+    assert 9 <= len(slept) <= 10  # one sleep per tick, not per record
+    assert now[0] == pytest.approx(0.020, abs=0.002)  # and the schedule is kept

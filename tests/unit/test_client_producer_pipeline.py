@@ -369,3 +369,55 @@ def test_sending_from_the_callers_thread_does_not_wake_the_sleeping_io_thread():
                 assert p.statistics()["requests_sent"] == before["requests_sent"] + 1
                 assert p.statistics()["sender_wakeups"] == before["sender_wakeups"]
                 assert wait_until(lambda: d.done) and d.succeeded  # the answer woke it by itself
+
+
+def test_a_record_queued_while_the_io_thread_is_past_collecting_is_sent_without_waiting():
+    """``help`` found the I/O thread mid-turn (after it collected): that turn must be followed
+    by another at once, not by a sleep until an answer, ``retry_backoff_ms`` (2 s here) or the
+    idle cap (200 ms)."""
+    import threading
+
+    slow = ClientConfig(request_timeout_ms=5000, connect_timeout_ms=1000, retry_backoff_ms=2000)
+    with InMemoryKafka(brokers=1) as kafka:
+        kafka.create_topic("t", 1)
+        with Producer(kafka.bootstrap, acks=1, linger_ms=0, config=slow) as p:
+            p.send("t", b"first", partition=0).get()  # producer id, metadata, connection
+            sender = p._sender
+            entered, release = threading.Event(), threading.Event()
+            original = sender._expire_requests
+
+            def held_after_collect(now):
+                if threading.current_thread().name == "pylog-producer-sender" and not release.is_set():
+                    entered.set()
+                    release.wait(5)
+                original(now)
+
+            sender._expire_requests = held_after_collect
+            assert entered.wait(5)  # the I/O thread is in a turn, past collecting
+            d = p.send("t", b"second", partition=0)  # help(): the I/O lock is taken
+            release.set()
+            started = time.monotonic()
+            assert wait_until(lambda: d.done, timeout_s=1.5) and d.succeeded
+            assert time.monotonic() - started < 0.1
+
+
+def test_at_linger_zero_a_batch_opened_behind_two_in_flight_waits_for_the_next_answer(kafka):
+    """The caller sends an opened batch itself only while its partition has fewer than two in
+    flight; behind them the batch gathers the records that follow and the next answer's turn
+    sends it (no flush, no linger: liveness comes from the answers alone)."""
+    kafka.produce_delay_ms = 100
+    with producer(kafka, linger_ms=0) as p:
+        p.send("t", b"warm", partition=0).get()  # producer id, metadata, connection
+        before = p.statistics()
+        deliveries = []
+        for i in range(2):  # each opens a batch and is sent at once
+            deliveries.append(p.send("t", b"%d" % i, partition=0))
+            assert wait_until(lambda: p._acc.in_flight_count(("t", 0)) == i + 1)
+        for i in range(2, 6):  # two in flight: one batch takes all four
+            deliveries.append(p.send("t", b"%d" % i, partition=0))
+        assert wait_until(lambda: all(d.done for d in deliveries), timeout_s=3)
+        stats = p.statistics()
+    assert stats["requests_sent"] - before["requests_sent"] == 3  # not one per record
+    assert all(d.succeeded for d in deliveries)
+    assert stats["batches_left_to_answers"] - before["batches_left_to_answers"] == 1
+    assert values(kafka, 0) == [b"warm"] + [b"%d" % i for i in range(6)]
