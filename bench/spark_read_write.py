@@ -11,6 +11,10 @@ so load from elsewhere on the machine hits them alike):
 
 - read: ``count(*)`` and ``sum(length(value))`` over ``spark.read.format("pylog")`` and over
   ``spark.read.parquet`` of the same rows; ratio = Parquet time / pylog time (target >= 0.5).
+  A third contender, a Python DataSource with pylog's schema that yields the same rows from
+  memory, is the ceiling of any Python source: Spark's own cost of taking Arrow batches from a
+  Python worker (no column pruning in the Python DataSource API, so all seven columns become
+  rows) -- ``parquet_over_ceiling`` is the best ratio a Python source can reach here.
 - batch write: ``df.write.format("pylog")`` of the Parquet rows' ``value`` column into a fresh
   one-broker topic, rows/s (target >= 1,000,000).
 - streaming write: the same rows through ``readStream.parquet`` -> ``writeStream.format("pylog")``
@@ -160,6 +164,51 @@ def measure(meter: Meter, runs: dict, repeat: int) -> dict:
     return out
 
 
+def _memory_source(records: int, value_bytes: int, partitions: int, batch_rows: int = 37_000):
+    """A Python DataSource with pylog's schema whose readers yield Arrow batches built in memory
+    (no broker, no decoding): what Spark itself costs to take a Python source's rows -- the
+    ceiling of any Python DataSource read on this machine, and the honest peer for how much of
+    pylog's read time is pylog's. Same rows per partition and about the batch size pylog's
+    reader yields (4 MiB fetches of 100-byte records)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from spark_log.schema import source_schema
+
+    class MemoryReader(DataSourceReader):
+        def partitions(self):
+            share = [records // partitions + (1 if i < records % partitions else 0) for i in range(partitions)]
+            return [InputPartition((i, n)) for i, n in enumerate(share)]
+
+        def read(self, partition):
+            index, count = partition.value
+            values = _values(min(batch_rows, count), value_bytes, seed=index)
+            topic = pa.array(["bench-read"] * len(values), pa.string())
+            done = 0
+            while done < count:
+                n = min(batch_rows, count - done)
+                offsets = pa.array(np.arange(done, done + n, dtype=np.int64))
+                yield pa.RecordBatch.from_arrays([
+                    pa.nulls(n, pa.binary()), values.slice(0, n), topic.slice(0, n),
+                    pa.array(np.full(n, index, np.int32)), offsets,
+                    pa.array(np.full(n, 1_700_000_000_000, np.int64)).cast(pa.timestamp("ms")).cast(pa.timestamp("us", tz="UTC")),
+                    pa.array(np.zeros(n, np.int32))],
+                    names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"])
+                done += n
+
+    class MemorySource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "pylog_bench_memory"
+
+        def schema(self):
+            return source_schema()
+
+        def reader(self, schema):
+            return MemoryReader()
+
+    return MemorySource
+
+
 def _noop_source():
     """A Python DataSource whose Arrow writers only count rows: the ceiling of a Python sink."""
     from pyspark.sql.datasource import (
@@ -240,8 +289,13 @@ def run(args, root: Path) -> None:
 
 def measure_read(args, meter: Meter, spark, source, parquet: str) -> None:
     expected = (args.records, args.records * args.value_bytes)
+    spark.dataSource.register(_memory_source(args.records, args.value_bytes, args.partitions))
+    memory = spark.read.format("pylog_bench_memory").load()
     reads = measure(meter, {"pylog": lambda: read_agg(source),
-                            "parquet": lambda: read_agg(spark.read.parquet(parquet))}, args.repeat)
+                            "parquet": lambda: read_agg(spark.read.parquet(parquet)),
+                            "memory": lambda: read_agg(memory)}, args.repeat)
+    ceiling = reads["memory"]
+    assert ceiling["result"] == expected, (ceiling["result"], expected)
     pylog, peer = reads["pylog"], reads["parquet"]
     assert pylog["result"] == expected == peer["result"], (pylog["result"], peer["result"], expected)
     ratio = peer["seconds"] / pylog["seconds"]
@@ -251,7 +305,11 @@ def measure_read(args, meter: Meter, spark, source, parquet: str) -> None:
            rows_per_s=args.records / pylog["seconds"], **_cpu_fields(pylog["cpu"]))
     report("spark read parquet (peer)", rows=args.records, seconds=peer["seconds"],
            rows_per_s=args.records / peer["seconds"], **_cpu_fields(peer["cpu"]))
+    report("  Python source from memory (ceiling)", rows=args.records, seconds=ceiling["seconds"],
+           rows_per_s=args.records / ceiling["seconds"], **_cpu_fields(ceiling["cpu"]))
     report("spark read ratio", parquet_over_pylog=ratio, cpu_parquet_over_pylog=cpu_ratio,
+           parquet_over_ceiling=peer["seconds"] / ceiling["seconds"],
+           pylog_of_ceiling=ceiling["seconds"] / pylog["seconds"],
            target=TARGET_READ_RATIO, met=ratio >= TARGET_READ_RATIO, load_1m=os.getloadavg()[0])
 
 
