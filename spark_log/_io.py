@@ -55,8 +55,8 @@ ARROW_SCHEMA_WITH_HEADERS = SPARK_KAFKA_SCHEMA_WITH_HEADERS
 
 # Fetch up to this much of a partition per request (kafka.max.partition.fetch.bytes overrides):
 # a Spark task reads one partition, so bigger fetches mean fewer round trips and bigger Arrow
-# batches for the JVM (4 -> 16 MiB: read of 5M x 100 B 1.36-1.49 s -> 1.37 s median over 5, ratio
-# to Parquet 0.43 -> 0.51-0.53 in the same-session runs; noisy). Memory: one fetch in flight per task.
+# batches for the JVM (reading 5M x 100 B, Parquet time / pylog time in the same run went from
+# 0.43 with 4 MiB to 0.51-0.53 with 16 MiB; noisy). Memory: one fetch in flight per task.
 PARTITION_FETCH_BYTES = 16 << 20
 
 
