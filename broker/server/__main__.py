@@ -50,7 +50,7 @@ def tune_malloc() -> bool:
     response joined for the socket, a 1 MiB Produce frame, segment reads). glibc serves blocks
     above its mmap threshold with fresh ``mmap``s and trims the heap top on free, so each such
     buffer is page-faulted in anew, at 2-5 us a 4 KiB page here: measured, the same broker served
-    consumers at 2.2-2.8 M records/s with glibc's defaults and 10.5-11.7 M with these settings
+    consumers at 3.9-5.0 M records/s with glibc's defaults and 11.5-12.5 M with these settings
     (``bench/client_produce_consume.py --only consume``, 3 M x 100 B, same run). The cost is up
     to ``_TRIM_THRESHOLD`` of freed memory kept in the process. An operator who sets glibc's own
     knobs (``GLIBC_TUNABLES`` with a malloc setting, ``MALLOC_TRIM_THRESHOLD_``,
