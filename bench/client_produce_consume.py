@@ -9,7 +9,8 @@ average is printed with each line because the box is shared.
 
 Produce (100-byte values, acks=1, batch.size 1 MiB, linger.ms 5, one partition, no idempotence):
 - ours, Arrow: ``Producer.send_arrow`` of 100,000-row tables, then ``flush``;
-- ours, records: one ``Producer.send`` per record, then ``flush``;
+- ours, records: one ``Producer.produce`` per record (no handle, as confluent-kafka's), then
+  ``flush``; and one ``Producer.send`` per record (a ``Delivery`` handle each);
 - peer: confluent-kafka ``Producer.produce`` per record (``poll(0)`` when its queue is full), ``flush``.
 
 Consume (the same records, one partition, max.partition.fetch.bytes 1 MiB for both):
@@ -68,6 +69,17 @@ def ours_records(bootstrap: str, topic: str, n: int) -> float:
         start = time.perf_counter()
         for _ in range(n):
             send(topic, VALUE, partition=0)
+        p.flush()
+        return time.perf_counter() - start
+
+
+def ours_produce(bootstrap: str, topic: str, n: int) -> float:
+    with Producer(bootstrap, acks=1, linger_ms=5, batch_bytes_max=1 << 20, buffer_bytes_max=64 << 20) as p:
+        p.partitions_for(topic)
+        produce = p.produce
+        start = time.perf_counter()
+        for _ in range(n):
+            produce(topic, VALUE, partition=0)
         p.flush()
         return time.perf_counter() - start
 
@@ -185,13 +197,15 @@ def main() -> int:
 
 def produce(bootstrap: str, produce_topic: str, n: int, repeat: int) -> None:
     ours_arrow(bootstrap, produce_topic, min(n, 200_000))  # warm-up: codec compilation cache
-    runs = {"ours_send_arrow": [], "confluent_produce": [], "ours_send": []}
+    runs = {"ours_send_arrow": [], "confluent_produce": [], "ours_produce": [], "ours_send": []}
     for _ in range(repeat):
         runs["ours_send_arrow"].append(ours_arrow(bootstrap, produce_topic, n))
         runs["confluent_produce"].append(peer_produce(bootstrap, produce_topic, n))
+        runs["ours_produce"].append(ours_produce(bootstrap, produce_topic, n))
         runs["ours_send"].append(ours_records(bootstrap, produce_topic, n))
     produced = measure("produce acks=1", runs, n)
     report("produce ratio", arrow_vs_confluent=produced["ours_send_arrow"] / produced["confluent_produce"],
+           produce_vs_confluent=produced["ours_produce"] / produced["confluent_produce"],
            send_vs_confluent=produced["ours_send"] / produced["confluent_produce"])
 
 

@@ -9,7 +9,8 @@ I/O at that moment (this avoids a GIL convoy). ``close()`` (or ``with``) flushes
 I/O thread.
 
 Bounds (Java producer config in brackets): ``batch_bytes_max`` [batch.size] caps a batch built
-from ``send`` (an Arrow batch is cut at the same size by ``encode_batches``); ``linger_ms``
+from ``send`` (an Arrow batch is cut at the same size by ``encode_batches``; it is lowered to
+``request_bytes_max`` if larger, so that a batch fits a request); ``linger_ms``
 [linger.ms] is how long a batch that is not full waits for more records; ``buffer_bytes_max``
 [buffer.memory] caps the bytes queued and in flight: ``send``/``send_arrow`` block while it is
 full, at most ``max_block_ms`` [max.block.ms], then raise ``KafkaTimeoutError`` (the record
@@ -135,6 +136,10 @@ class Producer:
             delivery_timeout_ms=delivery_timeout_ms, request_bytes_max=request_bytes_max,
             max_in_flight=max_in_flight_requests, config=self._cluster.config)
         self._compression = compression
+        # A batch must fit one request: a larger one would be refused whole, and retried until
+        # delivery_timeout_ms (Java splits it after the broker's MESSAGE_TOO_LARGE; capping it
+        # here means that never happens).
+        batch_bytes_max = min(batch_bytes_max, request_bytes_max)
         self._batch_bytes_max = batch_bytes_max
         self._request_bytes_max = request_bytes_max
         self._buffer_bytes_max = buffer_bytes_max
@@ -151,6 +156,7 @@ class Producer:
         clock = self._clock
         self._wall_ns = time.time_ns if isinstance(clock, SystemClock) else lambda: clock.time_ms() * 1_000_000
         self._lock = self._state.lock
+        self._lock_acquire, self._lock_release = self._lock.acquire, self._lock.release
         self._partition_counts = self._state.partitions  # topic -> count, filled by the I/O thread
         self._sticky_current = self._sticky.current  # topic -> keyless records' partition
         self._record_bytes_max = min(request_bytes_max, buffer_bytes_max)
@@ -197,64 +203,123 @@ class Producer:
         succeed: a closed producer, wrong types, an unknown topic or partition, a record larger
         than ``request_bytes_max`` (MESSAGE_TOO_LARGE); ``KafkaTimeoutError`` when the buffer
         stayed full for ``max_block_ms``."""
-        if self._closed:
-            self._check_open()  # (a dead I/O thread is checked on the slow path: see below)
-        if type(value) is not bytes and value is not None:
-            value = _as_bytes(value, "value")
-        if key is not None and type(key) is not bytes:
-            key = _as_bytes(key, "key")
-        if headers:
-            return self._send_slow(topic, value, key, partition, _as_headers(headers), timestamp_ms)
-        size = 36 + len(value) if value is not None else 36
-        if key is not None:
-            size += len(key)
-        num_partitions = self._partition_counts.get(topic)
-        if num_partitions is None or size + 61 > self._record_bytes_max:
-            return self._send_slow(topic, value, key, partition, (), timestamp_ms)
-        sticky = partition is None and key is None
-        if partition is None:
-            partition = (self._sticky_current.get(topic) if sticky
-                         else partition_for_key(key, num_partitions))
-        if partition is None or not 0 <= partition < num_partitions:
-            return self._send_slow(topic, value, key, None if sticky else partition, (), timestamp_ms)
-        timestamp = self._wall_ns() // 1_000_000 if timestamp_ms is None else int(timestamp_ms)
-        # The fast path (most calls): the record joins the partition's open batch without
+        # The fast path (most calls): the record joins its partition's open batch without
         # filling it, under the buffer bound. Nothing becomes sendable, so there is no one to
         # wake; this is ``RecordAccumulator.append_record`` inlined (measured: the calls and
-        # queue walks it skips were ~40% of the per-record cost). It needs no check of a dead
-        # I/O thread: that thread's last act fails every batch, so none is open afterwards.
-        acc = self._acc
-        with self._lock:
-            batch = acc.open_batches.get((topic, partition))
-            if (batch is not None and batch.size_bytes + size < self._batch_bytes_max
-                    and acc.bytes_buffered + size <= self._buffer_bytes_max):
-                index = batch.record_count
-                batch.values.append(value)
-                batch.timestamps.append(timestamp)
-                if key is not None or batch.has_keys:
-                    append_key(batch, key)
-                batch.record_count = index + 1
-                batch.size_bytes += size
-                acc.bytes_buffered += size
-                return Delivery(batch, index, timestamp)
-        if sticky:  # the record would open a batch: KIP-480 may move the sticky partition on
-            partition = self._choose_partition(topic, None, None, num_partitions, size)
-        return self._append(topic, partition, value, key, (), size, timestamp)
+        # queue walks it skips were ~40% of the per-record cost). Finding an open batch for
+        # the partition proves the partition exists, and fitting it proves the record fits a
+        # request (batch_bytes_max <= request_bytes_max); everything else -- validation, a new
+        # batch, KIP-480's sticky switch -- is ``_send_slow``. It needs no check of a dead I/O
+        # thread: that thread's last act fails every batch, so none is open afterwards.
+        if type(value) is not bytes and value is not None:
+            value = _as_bytes(value, "value")
+        chosen = partition
+        if key is None:
+            size = 36 + len(value) if value is not None else 36
+            if chosen is None:
+                chosen = self._sticky_current.get(topic)
+        else:
+            if type(key) is not bytes:
+                key = _as_bytes(key, "key")
+            size = 36 + len(key) + (len(value) if value is not None else 0)
+            if chosen is None:
+                num_partitions = self._partition_counts.get(topic)
+                chosen = partition_for_key(key, num_partitions) if num_partitions else None
+        if not headers and not self._closed:
+            acc = self._acc
+            self._lock_acquire()  # (acquire/release: 60 ns less than ``with`` per record, measured)
+            try:
+                batch = acc.open_batches.get((topic, chosen))
+                if (batch is not None and batch.size_bytes + size < self._batch_bytes_max
+                        and acc.bytes_buffered + size <= self._buffer_bytes_max):
+                    timestamp = self._wall_ns() // 1_000_000 if timestamp_ms is None else int(timestamp_ms)
+                    index = batch.record_count
+                    batch.values.append(value)
+                    batch.timestamps.append(timestamp)
+                    if key is not None or batch.has_keys:
+                        append_key(batch, key)
+                    batch.record_count = index + 1
+                    batch.size_bytes += size
+                    acc.bytes_buffered += size
+                    return Delivery(batch, index, timestamp)
+            finally:
+                self._lock_release()
+        return self._send_slow(topic, value, key, partition, _as_headers(headers), timestamp_ms)
 
-    def _send_slow(self, topic: str, value, key, partition, headers: tuple, timestamp_ms) -> Delivery:
-        """``send`` of a record with headers, a topic without metadata yet, an oversize record,
-        an unknown partition or the first keyless record of a topic."""
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        on_delivery=None,
+        timestamp_ms: int | None = None,
+        headers=None,
+    ) -> None:
+        """Queue one record like ``send``, in confluent-kafka's shape: no handle is returned,
+        and ``partition`` -1 means "let the partitioner choose" (as None).
+        ``on_delivery(error, delivery)`` (optional) is called once the record's outcome is
+        known, on the producer's I/O thread (as Java's ``Callback``; keep it short, and do
+        not call ``flush`` from it), with ``error`` None or the ``KafkaError`` and
+        ``delivery`` the record's ``Delivery``; callbacks of one partition run in send order,
+        and ``flush`` returns only after every callback of the records it flushed ran. A
+        failure is never swallowed: with a callback it goes to the callback, without one the
+        next ``flush``/``close`` raises it in ``DeliveryFailed``. Raises at once as ``send``
+        does.
+
+        The per-record fast path: no handle object per record (``send``'s ``Delivery``, about
+        a fifth of its cost), and ``send``'s inlined append to the open batch."""
+        if type(value) is not bytes and value is not None:
+            value = _as_bytes(value, "value")
+        chosen = partition
+        if key is None:
+            size = 36 + len(value) if value is not None else 36
+            if chosen is None:
+                chosen = self._sticky_current.get(topic)
+        else:
+            if type(key) is not bytes:
+                key = _as_bytes(key, "key")
+            size = 36 + len(key) + (len(value) if value is not None else 0)
+            if chosen is None:
+                num_partitions = self._partition_counts.get(topic)
+                chosen = partition_for_key(key, num_partitions) if num_partitions else None
+        if on_delivery is None and not headers and not self._closed:
+            acc = self._acc
+            self._lock_acquire()
+            try:
+                batch = acc.open_batches.get((topic, chosen))
+                if (batch is not None and batch.size_bytes + size < self._batch_bytes_max
+                        and acc.bytes_buffered + size <= self._buffer_bytes_max):
+                    batch.values.append(value)
+                    batch.timestamps.append(
+                        self._wall_ns() // 1_000_000 if timestamp_ms is None else int(timestamp_ms))
+                    if key is not None or batch.has_keys:
+                        append_key(batch, key)
+                    batch.record_count += 1
+                    batch.size_bytes += size
+                    acc.bytes_buffered += size
+                    return
+            finally:
+                self._lock_release()
+        self._send_slow(topic, value, key, None if partition == -1 else partition, _as_headers(headers),
+                        timestamp_ms, on_delivery)
+
+    def _send_slow(self, topic: str, value, key, partition, headers: tuple, timestamp_ms,
+                   callback=None) -> Delivery:
+        """``send``/``produce`` of a record that does not join an open batch's room: headers,
+        a callback, a topic without metadata yet, a new batch, an oversize record, an unknown
+        partition, a closed producer."""
+        self._check_open()
         size = record_size_max(key, value, headers)
         num_partitions = self._state.partitions.get(topic) or self._partition_count(topic)
         if size + 61 > self._record_bytes_max:
             self._check_record_size(size)
         timestamp = self._clock.time_ms() if timestamp_ms is None else int(timestamp_ms)
-        if partition is None or not 0 <= partition < num_partitions:
-            partition = self._choose_partition(topic, key, partition, num_partitions, size)
-        return self._append(topic, partition, value, key, headers, size, timestamp)
+        partition = self._choose_partition(topic, key, partition, num_partitions, size)
+        return self._append(topic, partition, value, key, headers, size, timestamp, callback)
 
     def _append(self, topic: str, partition: int, value, key, headers: tuple, size: int,
-                timestamp: int) -> Delivery:
+                timestamp: int, callback=None) -> Delivery:
         """Queue one record whose partition is chosen: reserve buffer space, open or seal
         batches as needed, and wake (or be) the I/O thread when something became sendable."""
         state, acc = self._state, self._acc
@@ -266,6 +331,10 @@ class Producer:
                 self._ensure_sender()
             batch, sealed = acc.append_record((topic, partition), key, value, timestamp, headers, size,
                                               self._monotonic_ms)
+            if callback is not None:  # under the lock: the batch cannot complete before this
+                if batch.callbacks is None:
+                    batch.callbacks = []
+                batch.callbacks.append((batch.record_count - 1, timestamp, callback))
             opened = batch.record_count == 1
             if opened and not sealed and self._linger_ms:
                 # The I/O thread sends the batch when linger_ms is up, unless it fills first.
@@ -384,9 +453,14 @@ class Producer:
         ``DeliveryFailed`` with the records that failed since the last flush (each also has its
         ``error``), ``KafkaTimeoutError`` if ``timeout_ms`` passes first."""
         state = self._state
+        if self._sender.on_io_thread():
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                             "flush() called from a delivery callback: it would wait for itself")
         with state.cond:
             target = self._acc.last_serial
-            self._wait_serial(target, timeout_ms)
+            self._wait_serial(target, timeout_ms,
+                              until=lambda: (self._acc.oldest_serial() > target
+                                             and not state.callbacks_due and not state.callbacks_running))
             failures = [d for batch in state.unreported for d in failed_deliveries(batch)
                         if d not in state.reported]
             state.unreported.clear()
@@ -400,6 +474,9 @@ class Producer:
         connection, even if the flush raised. Idempotent."""
         if self._closed:
             return
+        if self._sender.on_io_thread():
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                             "close() called from a delivery callback: it would wait for itself")
         abandon = not flush
         try:
             if flush and self._sender.started:

@@ -43,6 +43,7 @@ could write them twice.
 
 from __future__ import annotations
 
+import logging
 import selectors
 import socket
 import threading
@@ -51,6 +52,7 @@ from dataclasses import dataclass, field
 
 from broker.client.accumulator import IN_FLIGHT, ProducerBatch, RecordAccumulator
 from broker.client.config import ClientConfig
+from broker.client.delivery import Delivery
 from broker.client.errors import (
     KafkaConnectionError,
     KafkaError,
@@ -65,6 +67,8 @@ from broker.client.produce_request import (
     stamp_producer,
 )
 from broker.wire import ApiKey, ErrorCode
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["ProducerSettings", "ProducerState", "Sender"]
 
@@ -101,6 +105,8 @@ class ProducerState:
     force_serial: int = -1  # batches up to this serial are ready regardless of linger (flush)
     buffer_waiters: int = 0  # user threads blocked on buffer_bytes_max: everything is ready
     unreported: list = field(default_factory=list)  # failed batches not yet raised by flush
+    callbacks_due: list = field(default_factory=list)  # completed batches with on_delivery callbacks
+    callbacks_running: bool = False  # the I/O thread is calling some (flush waits for them)
     reported: set = field(default_factory=set)  # failed deliveries already raised by get()
     stats: dict = field(default_factory=lambda: defaultdict(int))
     closing: bool = False
@@ -200,12 +206,15 @@ class Sender:
                         break
                     timeout = self._sleep_timeout()
                     turns_at_select = self._turns
+                if self._state.callbacks_due:
+                    self._run_callbacks()  # a wake-up during them ends the select below at once
                 events = self._selector.select(max(timeout, 0) / 1000)
                 with self._state.lock:
                     self._state.sender_sleeping = False
                 readable = [(key.data, key.fileobj) for key, _ in events if key.data is not None]
                 if len(readable) < len(events):
                     self._drain_wake_pipe()
+            self._run_callbacks()  # of the batches the last turn completed or abandoned
         except BaseException as exc:  # a bug in the sender: every waiting caller must learn it
             error = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"producer I/O thread failed: {exc!r}")
             with self._state.cond:
@@ -213,6 +222,7 @@ class Sender:
                 for batch in list(self._acc.batches()):
                     self._fail(batch, error, reset=False)
                 self._state.cond.notify_all()
+            self._run_callbacks()
             raise
         finally:
             with self._io_lock:
@@ -695,6 +705,8 @@ class Sender:
         batch.completed_ms = self._clock.monotonic_ms()
         batch.done = True  # last: every Delivery of the batch reads the fields above through it
         self._state.stats["records_acknowledged"] += batch.record_count
+        if batch.callbacks:
+            self._callbacks_due(batch)
 
     def _retry_or_fail(self, batches: list[ProducerBatch], error: KafkaError, unknown: bool) -> None:
         now = self._clock.monotonic_ms()
@@ -720,6 +732,43 @@ class Sender:
         batch.done = True
         self._state.unreported.append(batch)
         self._state.stats["records_failed"] += batch.record_count
+        if batch.callbacks:
+            self._callbacks_due(batch)
+
+    def _callbacks_due(self, batch: ProducerBatch) -> None:
+        """Queue a completed batch's ``on_delivery`` callbacks for the I/O thread (lock held);
+        wake it when this is a user thread's turn (a no-op when it is awake)."""
+        self._state.callbacks_due.append(batch)
+        self._state.wake()
+
+    def on_io_thread(self) -> bool:
+        return self._thread is not None and threading.current_thread() is self._thread
+
+    def _run_callbacks(self) -> None:
+        """Call the due ``on_delivery`` callbacks, in completion order (so a partition's in send
+        order), outside every lock: a callback may ``produce``. Its exception is logged, not
+        raised: the I/O thread must go on. A failure given to a callback counts as reported
+        (``flush`` does not raise it again)."""
+        state = self._state
+        with state.lock:
+            due, state.callbacks_due = state.callbacks_due, []
+            state.callbacks_running = True
+        reported = []
+        try:
+            for batch in due:
+                for index, timestamp, callback in batch.callbacks:
+                    delivery = Delivery(batch, index, timestamp)
+                    if batch.error is not None:
+                        reported.append(delivery)
+                    try:
+                        callback(batch.error, delivery)
+                    except Exception:
+                        _log.exception("on_delivery callback %r raised; the producer goes on", callback)
+        finally:
+            with state.cond:
+                state.reported.update(reported)
+                state.callbacks_running = False
+                state.cond.notify_all()
 
     def _expire(self, now: float) -> None:
         """Fail batches older than ``delivery_timeout_ms`` that are not in flight (lock held)."""

@@ -6,41 +6,25 @@ import time
 
 import pytest
 
-from broker.client.config import ClientConfig
 from broker.client.consumer import Consumer
 from broker.client.errors import KafkaError
 from broker.client.producer import Producer
-from broker.client.testing import Fault, InMemoryKafka
-from broker.records import ControlRecord, ControlType, Record, encode_batch, encode_control_batch
+from broker.client.testing import Fault
+from broker.records import Record
 from broker.wire import ApiKey, ErrorCode
 
-FAST = ClientConfig(request_timeout_ms=2000, connect_timeout_ms=1000, retry_backoff_ms=5)
+from client_helpers import FAST, append_batch, consumer, end_txn, in_memory_cluster
 
 
 @pytest.fixture
 def kafka():
-    with InMemoryKafka(brokers=2, fetch_wait_cap_ms=50) as k:
-        k.create_topic("t", 2)
-        yield k
-        assert k.handler_errors == []
-
-
-def consumer(kafka, **kwargs) -> Consumer:
-    kwargs.setdefault("fetch_max_wait_ms", 20)
-    return Consumer(kafka.bootstrap, config=FAST, **kwargs)
+    with in_memory_cluster(partitions=2, fetch_wait_cap_ms=50) as cluster:
+        yield cluster
 
 
 def put(kafka, partition: int, *vals: bytes, pid: int = -1, txn: bool = False, topic: str = "t") -> int:
     records = [Record(i, 1000 + i, None, v) for i, v in enumerate(vals)]
-    return kafka.append_raw(topic, partition, encode_batch(
-        records, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
-        base_sequence=0 if pid >= 0 else -1, transactional=txn))
-
-
-def end_txn(kafka, partition: int, pid: int, commit: bool) -> int:
-    kind = ControlType.COMMIT if commit else ControlType.ABORT
-    return kafka.append_raw("t", partition, encode_control_batch(
-        ControlRecord(kind, 0), offset=0, timestamp=1, producer_id=pid, producer_epoch=0))
+    return append_batch(kafka, partition, records, pid=pid, txn=txn, topic=topic)
 
 
 def drain(c: Consumer, want: int, timeout_s: float = 3.0) -> list:

@@ -8,42 +8,30 @@ import time
 import pyarrow as pa
 import pytest
 
-from broker.client.config import ClientConfig
 from broker.client.consumer import Consumer
 from broker.client.fetcher import next_fetch_offset
-from broker.client.testing import InMemoryKafka
-from broker.records import ControlRecord, ControlType, Record, encode_batch, encode_control_batch
+from broker.records import Record, encode_batch
 from broker.records.arrow import SPARK_KAFKA_SCHEMA, SPARK_KAFKA_SCHEMA_WITH_HEADERS
 from broker.wire import ApiKey
 
-FAST = ClientConfig(request_timeout_ms=2000, connect_timeout_ms=1000, retry_backoff_ms=5)
+import client_helpers
+from client_helpers import append_batch, end_txn, in_memory_cluster
 
 
 @pytest.fixture
 def kafka():
-    with InMemoryKafka(brokers=2, fetch_wait_cap_ms=50) as k:
-        k.create_topic("t", 2)
-        yield k
-        assert k.handler_errors == []
+    with in_memory_cluster(partitions=2, fetch_wait_cap_ms=50) as cluster:
+        yield cluster
 
 
-def consumer(kafka, **kwargs) -> Consumer:
-    kwargs.setdefault("fetch_max_wait_ms", 20)
-    kwargs.setdefault("auto_offset_reset", "earliest")
-    return Consumer(kafka.bootstrap, config=FAST, **kwargs)
+def consumer(kafka, **options) -> Consumer:
+    options.setdefault("auto_offset_reset", "earliest")
+    return client_helpers.consumer(kafka, **options)
 
 
 def put(kafka, partition: int, *vals: bytes, pid: int = -1, txn: bool = False, headers=()) -> int:
     records = [Record(i, 1000 + i, b"k" + v, v, headers) for i, v in enumerate(vals)]
-    return kafka.append_raw("t", partition, encode_batch(
-        records, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
-        base_sequence=0 if pid >= 0 else -1, transactional=txn))
-
-
-def end_txn(kafka, partition: int, pid: int, commit: bool) -> int:
-    kind = ControlType.COMMIT if commit else ControlType.ABORT
-    return kafka.append_raw("t", partition, encode_control_batch(
-        ControlRecord(kind, 0), offset=0, timestamp=1, producer_id=pid, producer_epoch=0))
+    return append_batch(kafka, partition, records, pid=pid, txn=txn)
 
 
 def drain_arrow(c: Consumer, want: int, timeout_s: float = 3.0, **kwargs) -> pa.Table:

@@ -7,45 +7,20 @@ import time
 
 import pytest
 
-from broker.client.config import ClientConfig
 from broker.client.errors import DeliveryFailed, KafkaError, KafkaTimeoutError
 from broker.client.partitioner import partition_for_key
 from broker.client.producer import Producer, parse_acks
-from broker.client.testing import Fault, InMemoryKafka
+from broker.client.testing import Fault
 from broker.records import Compression, read_header
 from broker.wire import ApiKey, ErrorCode
 
-FAST = ClientConfig(request_timeout_ms=2000, connect_timeout_ms=1000, retry_backoff_ms=5)
+from client_helpers import in_memory_cluster, produce_requests, producer, values, wait_until
 
 
 @pytest.fixture
 def kafka():
-    with InMemoryKafka(brokers=2) as k:
-        k.create_topic("t", 4)
-        yield k
-        assert k.handler_errors == []
-
-
-def producer(kafka, **kwargs) -> Producer:
-    kwargs.setdefault("linger_ms", 0)
-    return Producer(kafka.bootstrap, config=FAST, **kwargs)
-
-
-def produce_requests(kafka) -> list:
-    return [r for b in kafka.brokers for _, r in b.requests_for(ApiKey.PRODUCE)]
-
-
-def wait_until(predicate, timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
-
-
-def values(kafka, partition, topic="t") -> list[bytes]:
-    return [r.value for r in kafka.records(topic, partition)]
+    with in_memory_cluster(partitions=4) as cluster:
+        yield cluster
 
 
 def test_keyed_records_go_to_the_murmur2_partition_in_order(kafka):

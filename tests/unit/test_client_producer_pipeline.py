@@ -19,24 +19,22 @@ from broker.client.testing import Fault, InMemoryKafka
 from broker.records import read_header
 from broker.wire import ApiKey, ErrorCode
 
-FAST = ClientConfig(request_timeout_ms=5000, connect_timeout_ms=1000, retry_backoff_ms=5)
+import client_helpers
+from client_helpers import in_memory_cluster, produce_requests, values, wait_until
+
+# Answers are held back here (produce_delay_ms, up to 1.5 s) behind pipelined requests, so
+# requests get more time than client_helpers.FAST gives them.
+PATIENT = ClientConfig(request_timeout_ms=5000, connect_timeout_ms=1000, retry_backoff_ms=5)
 
 
 @pytest.fixture
 def kafka():
-    with InMemoryKafka(brokers=2) as k:
-        k.create_topic("t", 4)
-        yield k
-        assert k.handler_errors == []
+    with in_memory_cluster(partitions=4) as cluster:
+        yield cluster
 
 
-def producer(kafka, **kwargs) -> Producer:
-    kwargs.setdefault("linger_ms", 0)
-    return Producer(kafka.bootstrap, config=FAST, **kwargs)
-
-
-def produce_requests(kafka, node: int = 0) -> list:
-    return [r for _, r in kafka.brokers[node].requests_for(ApiKey.PRODUCE)]
+def producer(kafka, **options) -> Producer:
+    return client_helpers.producer(kafka, config=PATIENT, **options)
 
 
 def sent_batches(kafka, node: int = 0) -> list:
@@ -48,19 +46,6 @@ def sent_batches(kafka, node: int = 0) -> list:
                 header = read_header(bytes(data.records))
                 out.append((header.base_sequence, header.records_count))
     return out
-
-
-def values(kafka, partition: int, topic: str = "t") -> list[bytes]:
-    return [r.value for r in kafka.records(topic, partition)]
-
-
-def wait_until(predicate, timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
 
 
 # ------------------------------------------------------------------------ accumulator bounds
@@ -107,9 +92,9 @@ def test_linger_sends_a_partial_batch_when_it_expires_without_flush(kafka):
     p.send("t", b"a", partition=0)
     p.send("t", b"b", partition=0)
     time.sleep(0.1)
-    assert produce_requests(kafka) == []  # still lingering
-    assert wait_until(lambda: len(produce_requests(kafka)) == 1, 3.0)  # the I/O thread's timer
-    (request,) = produce_requests(kafka)
+    assert produce_requests(kafka, node=0) == []  # still lingering
+    assert wait_until(lambda: len(produce_requests(kafka, node=0)) == 1, 3.0)  # the I/O thread's timer
+    (request,) = produce_requests(kafka, node=0)
     assert read_header(bytes(request.topic_data[0].partition_data[0].records)).records_count == 2
     p.close()
 
@@ -118,7 +103,7 @@ def test_batches_never_exceed_batch_bytes_max(kafka):
     with producer(kafka, linger_ms=60_000, batch_bytes_max=400) as p:
         for i in range(50):
             p.send("t", b"%03d" % i + b"x" * 40, partition=0)
-    sizes = [read_header(bytes(d.records)).size for r in produce_requests(kafka)
+    sizes = [read_header(bytes(d.records)).size for r in produce_requests(kafka, node=0)
              for t in r.topic_data for d in t.partition_data]
     assert len(sizes) >= 5 and max(sizes) <= 400
     assert values(kafka, 0) == [b"%03d" % i + b"x" * 40 for i in range(50)]
@@ -360,7 +345,7 @@ def test_the_io_thread_is_not_woken_for_a_deadline_it_wakes_up_for_anyway():
 def test_sending_from_the_callers_thread_does_not_wake_the_sleeping_io_thread():
     with InMemoryKafka(brokers=1) as kafka:
         kafka.create_topic("t", 1)
-        with Producer(kafka.bootstrap, acks=1, linger_ms=0, config=FAST) as p:
+        with Producer(kafka.bootstrap, acks=1, linger_ms=0, config=PATIENT) as p:
             p.send("t", b"v", partition=0).get()  # connected, metadata known
             for _ in range(10):
                 time.sleep(0.03)  # the I/O thread is asleep in select (its alarm <= 200 ms away)
