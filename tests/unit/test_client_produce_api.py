@@ -8,27 +8,20 @@ import threading
 
 import pytest
 
-from broker.client.config import ClientConfig
 from broker.client.errors import DeliveryFailed, KafkaError
 from broker.client.partitioner import partition_for_key
-from broker.client.producer import Producer
-from broker.client.testing import Fault, InMemoryKafka
+from broker.client.testing import Fault
+from broker.records import read_header
 from broker.wire import ApiKey, ErrorCode
 
-FAST = ClientConfig(request_timeout_ms=2000, connect_timeout_ms=1000, retry_backoff_ms=5)
+from client_helpers import in_memory_cluster, produce_requests
+from client_helpers import producer as make_producer
 
 
 @pytest.fixture
 def kafka():
-    with InMemoryKafka(brokers=2) as k:
-        k.create_topic("t", 4)
-        yield k
-        assert k.handler_errors == []
-
-
-def make_producer(kafka, **kwargs) -> Producer:
-    kwargs.setdefault("linger_ms", 0)
-    return Producer(kafka.bootstrap, config=FAST, **kwargs)
+    with in_memory_cluster(partitions=4) as cluster:
+        yield cluster
 
 
 def test_produce_writes_the_same_records_and_partitions_as_send(kafka):
@@ -173,3 +166,15 @@ def test_produce_with_headers_keeps_them(kafka):
         p.flush()
     (record,) = kafka.records("t", 0)
     assert list(record.headers) == [("trace", b"abc"), ("empty", None)]
+
+
+def test_batch_bytes_max_above_request_bytes_max_is_capped_so_batches_fit_a_request(kafka):
+    with make_producer(kafka, linger_ms=60_000, batch_bytes_max=1 << 20, request_bytes_max=10_000) as p:
+        for i in range(1_000):
+            p.produce("t", b"%04d" % i + b"x" * 96, partition=0)
+        p.flush()
+    assert [r.value[:4] for r in kafka.records("t", 0)] == [b"%04d" % i for i in range(1_000)]
+    batches = [bytes(pd.records) for request in produce_requests(kafka)
+               for topic in request.topic_data for pd in topic.partition_data]
+    assert len(batches) >= 10 and max(map(len, batches)) <= 10_000
+    assert sum(read_header(b).records_count for b in batches) == 1_000
