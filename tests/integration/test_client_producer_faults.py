@@ -134,6 +134,12 @@ def test_idempotent_producer_through_a_proxy_that_keeps_cutting_connections(brok
                 proxy.cut_all()
 
         sent = [b"%08d" % i for i in range(20_000)]
+        acknowledged = {}  # value -> (error, partition, offset), from produce()'s callbacks
+
+        def on_delivery(error, delivery, value) -> None:
+            assert value not in acknowledged, "a callback ran twice"
+            acknowledged[value] = (error, delivery.partition, delivery.offset)
+
         with Producer(bootstrap, config=FAULTY, linger_ms=2, batch_bytes_max=4096,
                       delivery_timeout_ms=120_000) as producer:
             assert producer.idempotent
@@ -141,10 +147,15 @@ def test_idempotent_producer_through_a_proxy_that_keeps_cutting_connections(brok
             cutter = threading.Thread(target=chaos, daemon=True)
             cutter.start()
             for i, value in enumerate(sent):
-                producer.send("cuts", value, partition=i % 3)
+                if i % 2:  # half through send, half through produce with a callback
+                    producer.send("cuts", value, partition=i % 3)
+                else:
+                    producer.produce("cuts", value, partition=i % 3,
+                                     on_delivery=lambda e, d, v=value: on_delivery(e, d, v))
                 if i % 500 == 0:
                     time.sleep(0.03)  # spread the run over many cuts, landing mid-flight
             producer.flush()
+            assert len(acknowledged) == len(sent) // 2  # flush waited for every callback
             stop.set()
             cutter.join()
             stats = producer.statistics()
@@ -152,6 +163,8 @@ def test_idempotent_producer_through_a_proxy_that_keeps_cutting_connections(brok
         values, total = consume_all(bootstrap, "cuts", 3, len(sent))
         assert total == len(sent)
         check_exactly_once(values, sent)
+        written_at = {v: (None, p, offset) for p, vs in values.items() for offset, v in enumerate(vs)}
+        assert {v: written_at[v] for v in acknowledged} == acknowledged  # the offsets the log has
     finally:
         proxy.close()
 
