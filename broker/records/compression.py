@@ -53,30 +53,28 @@ def check_supported(codec: int) -> Compression:
     raise CorruptRecordError(f"invalid compression codec id {codec} in batch attributes")
 
 
+# Kafka's lz4 blocks are 64 KiB, independent, with content checksum off (KafkaLZ4BlockOutputStream).
+# python-lz4's compress(data, compression_level, block_size, content_checksum, block_checksum,
+# block_linked) gets them by position: as keywords they cost ~0.7 us a call to parse, 5% of a
+# 16 KiB batch's encode (bench/codec.py). The assertion guards the order against a new python-lz4.
+_LZ4 = int(Compression.LZ4)
+_LZ4_FRAME = (lz4.frame.BLOCKSIZE_MAX64KB, False, False, False)
+_LZ4_FRAME_INFO = lz4.frame.get_frame_info(lz4.frame.compress(b"kafka", 0, *_LZ4_FRAME))
+assert (_LZ4_FRAME_INFO["block_size_id"], _LZ4_FRAME_INFO["content_checksum"],
+        _LZ4_FRAME_INFO["block_checksum"], _LZ4_FRAME_INFO["block_linked"]) == _LZ4_FRAME
+
+
 def compress(codec: int, data: bytes | memoryview, level: int | None = None) -> bytes:
-    # lz4 first, on the plain int: Compression(codec) alone costs ~0.3 us, and a 16 KiB batch
-    # takes ~15 us to compress (bench/codec.py).
+    # lz4 before check_supported, on the plain int: Compression(codec) alone costs ~0.3 us.
+    # python-lz4 reads any contiguous buffer: no bytes() copy of the input (1 MiB per batch).
     if codec == _LZ4:
-        return _lz4_compress(data, 0 if level is None else level, *_LZ4_FRAME)
+        return lz4.frame.compress(data, 0 if level is None else level, *_LZ4_FRAME)
     codec = check_supported(codec)
     if codec == Compression.NONE:
         return bytes(data)
     # wbits=31 writes a gzip header and trailer, which is what Kafka's GZIPOutputStream emits.
     compressor = zlib.compressobj(6 if level is None else level, zlib.DEFLATED, 31)
     return compressor.compress(data) + compressor.flush()
-
-
-# Kafka's lz4 blocks are 64 KiB, independent, with content checksum off (KafkaLZ4BlockOutputStream).
-# python-lz4's compress(data, compression_level, block_size, content_checksum, block_checksum,
-# block_linked) takes them by position: parsing them as keywords cost ~0.7 us a call (measured).
-# It reads any contiguous buffer: no bytes() copy of the input (1 MiB per batch).
-_lz4_compress = lz4.frame.compress
-_LZ4 = int(Compression.LZ4)
-_LZ4_FRAME = (lz4.frame.BLOCKSIZE_MAX64KB, False, False, False)
-_frame = lz4.frame.get_frame_info(_lz4_compress(b"kafka", 0, *_LZ4_FRAME))
-assert (_frame["block_size_id"], _frame["block_linked"], _frame["content_checksum"],
-        _frame["block_checksum"]) == (lz4.frame.BLOCKSIZE_MAX64KB, False, False, False), _frame
-del _frame
 
 
 def decompress(codec: int, data: bytes | memoryview, max_bytes: int) -> bytes:
