@@ -17,8 +17,13 @@ appends to it directly (its fast path: no queue walk, no function call) when the
 without filling it; every other case goes through ``append_record``. A batch leaves
 ``open_batches`` whenever it is sealed (``_seal``) or removed.
 
-Bounds: ``bytes_buffered`` counts every batch until it is acknowledged or failed (estimates
-while open, encoded sizes after), which ``Producer`` holds under ``buffer_bytes_max``.
+Bounds: ``bytes_buffered`` counts every batch until it is acknowledged or failed, which
+``Producer`` holds under ``buffer_bytes_max``. An open batch is charged its ``limit`` from the
+moment it opens (``reserve_bytes``: batch.size, or the buffer if smaller; more for one record
+larger than that), as Java's ``BufferPool`` hands a new batch batch.size bytes; once sealed it is
+charged its estimated size, once encoded its encoded size. So a record that joins an open
+batch's room changes no buffer count: ``Producer.send``'s fast path checks one bound, not two
+(measured: ~50 ns of ~550 per record).
 
 Ordering and retries (reference section 4): every batch of a partition goes to the same leader
 and carries consecutive sequence numbers in queue order. Several batches of one partition may be
@@ -73,13 +78,17 @@ class ProducerBatch:
     # ``send_arrow`` batch has none, and its one ``BatchDelivery`` is ``delivery``.
     keys: list = field(default_factory=list)  # complete only when has_keys
     values: list = field(default_factory=list)
+    # Epoch *nanoseconds* (a given timestamp_ms times 10^6): ``time.time_ns()`` as it is, since
+    # its floor division to ms on a 61-bit int cost 40 ns per record (measured); the encoder
+    # floors them to ms per batch, vectorized.
     timestamps: list = field(default_factory=list)
     headers: dict = field(default_factory=dict)  # record index -> headers, only records that have some
     callbacks: list | None = None  # (record index, timestamp, on_delivery) of ``produce`` records with one
     has_keys: bool = False
     delivery: object = None
     record_count: int = 0
-    size_bytes: int = BATCH_OVERHEAD  # charged against buffer_bytes_max
+    size_bytes: int = BATCH_OVERHEAD  # estimated (encoded, once encoded) size
+    limit: int = 0  # while open: the size it may grow to, charged against buffer_bytes_max
     sealed: bool = False
     payload: bytes | None = None  # encoded; for idempotence stamped once, then never changed
     producer_id: int = -1
@@ -117,10 +126,13 @@ def append_key(batch: ProducerBatch, key) -> None:
 
 
 class RecordAccumulator:
-    def __init__(self, batch_bytes_max: int, linger_ms: float, owner: object = None) -> None:
+    def __init__(self, batch_bytes_max: int, linger_ms: float, owner: object = None,
+                 reserve_bytes: int | None = None) -> None:
         assert batch_bytes_max > BATCH_OVERHEAD, "batch_bytes_max must exceed the batch header"
         self.owner = owner
         self.batch_bytes_max = batch_bytes_max
+        # What a new batch is charged (its limit): batch_bytes_max, unless the buffer is smaller.
+        self.reserve_bytes = batch_bytes_max if reserve_bytes is None else min(batch_bytes_max, reserve_bytes)
         self.linger_ms = linger_ms
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.open_batches: dict[TopicPartition, ProducerBatch] = {}  # the unsealed tail batches
@@ -183,22 +195,22 @@ class RecordAccumulator:
             queue = self._queues[tp] = deque()
         sealed_one = False
         batch = queue[-1] if queue else None
-        if batch is None or batch.sealed or (batch.record_count and batch.size_bytes + size > self.batch_bytes_max):
+        if batch is None or batch.sealed or (batch.record_count and batch.size_bytes + size > batch.limit):
             if batch is not None and not batch.sealed:
                 self._seal(batch)
                 sealed_one = True
-            batch = self._new_batch(tp, now_ms() if callable(now_ms) else now_ms)
+            batch = self._new_batch(tp, now_ms() if callable(now_ms) else now_ms,
+                                    max(self.reserve_bytes, BATCH_OVERHEAD + size))
             queue.append(batch)
             self.open_batches[tp] = batch
         batch.values.append(value)
-        batch.timestamps.append(timestamp_ms)
+        batch.timestamps.append(timestamp_ms * 1_000_000)
         append_key(batch, key)
         if headers:
             batch.headers[batch.record_count] = headers
         batch.record_count += 1
         batch.size_bytes += size
-        self.bytes_buffered += size
-        if batch.size_bytes >= self.batch_bytes_max:
+        if batch.size_bytes >= batch.limit:
             self._seal(batch)
             sealed_one = True
         return batch, sealed_one
@@ -212,26 +224,29 @@ class RecordAccumulator:
             queue = self._queues[tp] = deque()
         if queue and not queue[-1].sealed:
             self._seal(queue[-1])
-        batch = self._new_batch(tp, now_ms)
+        batch = self._new_batch(tp, now_ms, len(payload))
         batch.payload = payload
         batch.record_count = record_count
         batch.size_bytes = len(payload)
         batch.delivery = delivery
         batch.sealed = True
         queue.append(batch)
-        self.bytes_buffered += len(payload) - BATCH_OVERHEAD
         return batch
 
-    def _new_batch(self, tp: TopicPartition, now_ms: float) -> ProducerBatch:
+    def _new_batch(self, tp: TopicPartition, now_ms: float, limit: int) -> ProducerBatch:
         batch = ProducerBatch(tp, self._next_serial, now_ms)
         batch.producer = self.owner
+        batch.limit = limit
         self._pending[batch.serial] = None
         self._next_serial += 1
-        self.bytes_buffered += BATCH_OVERHEAD
+        self.bytes_buffered += limit
         self.batches_buffered += 1
         return batch
 
     def _seal(self, batch: ProducerBatch) -> None:
+        if not batch.sealed:  # its reservation shrinks to what it holds
+            self.bytes_buffered -= batch.limit - batch.size_bytes
+            batch.limit = batch.size_bytes
         batch.sealed = True
         if self.open_batches.get(batch.tp) is batch:
             del self.open_batches[batch.tp]
@@ -240,7 +255,7 @@ class RecordAccumulator:
         # A sealed batch takes nothing more; an empty batch takes any one record, even an oversize one.
         if batch.sealed:
             return False
-        return batch.record_count == 0 or batch.size_bytes + size <= self.batch_bytes_max
+        return batch.record_count == 0 or batch.size_bytes + size <= batch.limit
 
     # ---------------------------------------------------------------- draining
 
@@ -338,6 +353,7 @@ class RecordAccumulator:
         self.batches_buffered -= 1
 
     def resize(self, batch: ProducerBatch, size_bytes: int) -> None:
-        """Charge the encoded size instead of the estimate."""
+        """Charge the encoded size instead of the estimate (the batch is sealed: in flight)."""
+        assert batch.sealed, "only a sealed batch is encoded"
         self.bytes_buffered += size_bytes - batch.size_bytes
-        batch.size_bytes = size_bytes
+        batch.size_bytes = batch.limit = size_bytes

@@ -39,12 +39,17 @@ def stamp_producer(payload, producer_id: int, producer_epoch: int, base_sequence
     return buf
 
 
-def encode_records(batch: ProducerBatch, compression: int) -> bytes:
+def encode_records(batch: ProducerBatch, compression: int) -> bytes | memoryview:
     """One RecordBatch v2 of an open batch's records, with its producer fields: the reference
-    encoder for a few records or headers, the vectorized one (``encode_batches``) otherwise."""
+    encoder for a few records or headers, the vectorized one (``encode_batches``) otherwise.
+
+    Uncompressed, the vectorized result is a read-only view of the buffer the kernel wrote
+    (``copy=False``), which lives as long as the batch does: a copy into a new ``bytes`` is
+    fresh memory each batch, and its page faults cost ~0.1 us per 100-byte record
+    (bench/codec.py: 7 vs 26 M records/s), a tenth of ``produce``'s whole per-record cost."""
     if batch.record_count < _SMALL_BATCH_RECORDS or batch.headers:
         keys = batch.keys if batch.has_keys else repeat(None)  # no key list while all are null
-        records = [Record(i, ts, k, v, batch.headers.get(i, ()))
+        records = [Record(i, ts // 1_000_000, k, v, batch.headers.get(i, ()))
                    for i, (k, v, ts) in enumerate(zip(keys, batch.values, batch.timestamps))]
         return encode_batch(records, compression=compression, base_offset=0,
                             producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
@@ -55,13 +60,13 @@ def encode_records(batch: ProducerBatch, compression: int) -> bytes:
     from broker.records.arrow import encode_batches
 
     n = batch.record_count
-    timestamps = pa.Array.from_buffers(pa.timestamp("ms"), n, [
+    timestamps = pa.Array.from_buffers(pa.timestamp("ns"), n, [
         None, pa.py_buffer(np.array(batch.timestamps, np.int64))])  # the codec's zero-copy path
     encoded = encode_batches(
         _binary_array(batch.values), keys=_binary_array(batch.keys) if batch.has_keys else None,
         timestamps=timestamps, compression=compression, batch_bytes_max=0x7FFFFFFF, base_offset=0,
         producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-        base_sequence=batch.base_sequence,
+        base_sequence=batch.base_sequence, copy=False,
     )
     assert len(encoded) == 1 and encoded[0].record_count == n, \
         "an open batch encodes to exactly one record batch"

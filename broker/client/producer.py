@@ -144,7 +144,8 @@ class Producer:
         self._request_bytes_max = request_bytes_max
         self._buffer_bytes_max = buffer_bytes_max
         self._max_block_ms = max_block_ms
-        self._state = ProducerState(RecordAccumulator(batch_bytes_max, linger_ms, owner=self))
+        self._state = ProducerState(RecordAccumulator(batch_bytes_max, linger_ms, owner=self,
+                                                        reserve_bytes=buffer_bytes_max))
         self._acc = self._state.accumulator
         self._linger_ms = linger_ms
         self._sticky = StickyPartitioner(rng)
@@ -230,9 +231,8 @@ class Producer:
             self._lock_acquire()  # (acquire/release: 60 ns less than ``with`` per record, measured)
             try:
                 batch = acc.open_batches.get((topic, chosen))
-                if (batch is not None and batch.size_bytes + size < self._batch_bytes_max
-                        and acc.bytes_buffered + size <= self._buffer_bytes_max):
-                    timestamp = self._wall_ns() // 1_000_000 if timestamp_ms is None else int(timestamp_ms)
+                if batch is not None and batch.size_bytes + size < batch.limit:  # (its room is charged)
+                    timestamp = self._wall_ns() if timestamp_ms is None else _timestamp_ns(timestamp_ms)
                     index = batch.record_count
                     batch.values.append(value)
                     batch.timestamps.append(timestamp)
@@ -240,8 +240,7 @@ class Producer:
                         append_key(batch, key)
                     batch.record_count = index + 1
                     batch.size_bytes += size
-                    acc.bytes_buffered += size
-                    return Delivery(batch, index, timestamp)
+                    return Delivery(batch, index, timestamp // 1_000_000)
             finally:
                 self._lock_release()
         return self._send_slow(topic, value, key, partition, _as_headers(headers), timestamp_ms)
@@ -290,16 +289,14 @@ class Producer:
             self._lock_acquire()
             try:
                 batch = acc.open_batches.get((topic, chosen))
-                if (batch is not None and batch.size_bytes + size < self._batch_bytes_max
-                        and acc.bytes_buffered + size <= self._buffer_bytes_max):
+                if batch is not None and batch.size_bytes + size < batch.limit:  # (its room is charged)
+                    timestamp = self._wall_ns() if timestamp_ms is None else _timestamp_ns(timestamp_ms)
                     batch.values.append(value)
-                    batch.timestamps.append(
-                        self._wall_ns() // 1_000_000 if timestamp_ms is None else int(timestamp_ms))
+                    batch.timestamps.append(timestamp)
                     if key is not None or batch.has_keys:
                         append_key(batch, key)
                     batch.record_count += 1
                     batch.size_bytes += size
-                    acc.bytes_buffered += size
                     return
             finally:
                 self._lock_release()
@@ -316,7 +313,7 @@ class Producer:
         num_partitions = self._state.partitions.get(topic) or self._partition_count(topic)
         if size + 61 > self._record_bytes_max:
             self._check_record_size(size)
-        timestamp = self._clock.time_ms() if timestamp_ms is None else int(timestamp_ms)
+        timestamp = self._clock.time_ms() if timestamp_ms is None else _timestamp_ns(timestamp_ms) // 1_000_000
         partition = self._choose_partition(topic, key, partition, num_partitions, size)
         return self._append(topic, partition, value, key, headers, size, timestamp, callback)
 
@@ -327,8 +324,12 @@ class Producer:
         state, acc = self._state, self._acc
         self._raise_fatal()
         with state.lock:
-            if acc.bytes_buffered + size + 61 > self._buffer_bytes_max and acc.batches_buffered:
-                self._reserve(size + 61)
+            # A record that opens a batch needs the batch's whole reservation free (as Java's
+            # BufferPool): under back-pressure batches stay full-sized, not one record each.
+            need = max(acc.reserve_bytes, size + 61)
+            if acc.bytes_buffered + need > self._buffer_bytes_max and acc.batches_buffered \
+                    and acc.would_open_batch((topic, partition), size):
+                self._reserve(need)
             if not self._sender_started:
                 self._ensure_sender()
             batch, sealed = acc.append_record((topic, partition), key, value, timestamp, headers, size,
@@ -632,6 +633,19 @@ def _as_bytes(value, what: str) -> bytes | None:
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     raise TypeError(f"record {what} must be bytes or None, not {type(value).__name__}")
+
+
+_TIMESTAMP_MS_MAX = (1 << 63) // 1_000_000 - 1  # the batch keeps nanoseconds in an int64
+
+
+def _timestamp_ns(timestamp_ms) -> int:
+    """A record's given timestamp (epoch ms) in ns; ``ValueError`` for a negative one (as
+    Java's ``ProducerRecord``) or one past the year 2262."""
+    ms = int(timestamp_ms)
+    if not 0 <= ms <= _TIMESTAMP_MS_MAX:
+        raise ValueError(f"invalid timestamp_ms {timestamp_ms!r}: must be 0..{_TIMESTAMP_MS_MAX} "
+                         f"(epoch milliseconds), or None for the send time")
+    return ms * 1_000_000
 
 
 def _as_headers(headers) -> tuple:

@@ -165,7 +165,9 @@ def test_requeue_after_a_producer_id_reset():
 def test_remove_keeps_the_counters_exact_and_flush_serials_advance():
     acc = RecordAccumulator(batch_bytes_max=300, linger_ms=0)
     batches = unique(fill(acc, TP, 10) + fill(acc, OTHER, 3))
-    assert acc.bytes_buffered == sum(b.size_bytes for b in batches)
+    # sealed batches are charged what they hold, open ones their whole reservation
+    assert acc.bytes_buffered == sum(b.size_bytes if b.sealed else 300 for b in batches)
+    assert any(not b.sealed for b in batches)
     assert acc.oldest_serial() == batches[0].serial
     acc.mark_in_flight(batches[0], 0.0)
     acc.remove(batches[1])  # an answer for a later batch does not move the oldest serial
@@ -182,8 +184,25 @@ def test_remove_keeps_the_counters_exact_and_flush_serials_advance():
 def test_resize_charges_the_encoded_size():
     acc = RecordAccumulator(batch_bytes_max=300, linger_ms=0)
     batch = fill(acc, TP, 3)[0]
+    acc.mark_in_flight(batch, 0.0)  # sealed: what it holds is charged, not its reservation
+    assert acc.bytes_buffered == batch.size_bytes < 300
     acc.resize(batch, 100)
     assert acc.bytes_buffered == 100 == batch.size_bytes
+
+
+def test_an_open_batch_is_charged_its_reservation_until_sealed():
+    acc = RecordAccumulator(batch_bytes_max=1_000, linger_ms=10_000, reserve_bytes=700)
+    assert acc.reserve_bytes == 700  # a buffer smaller than a batch caps the reservation
+    batch = fill(acc, TP, 1)[0]
+    assert acc.bytes_buffered == 700 == batch.limit and batch.size_bytes < 700
+    big = record_size_max(None, b"x" * 2_000, ())
+    lone, _ = acc.append_record(OTHER, None, b"x" * 2_000, 0, (), big, 0.0)
+    assert lone.limit == BATCH_OVERHEAD + big and lone.sealed  # one over-size record: its own size
+    assert acc.bytes_buffered == 700 + lone.size_bytes
+    while not batch.sealed:  # fills up to its limit, then seals and releases the unused part
+        fill(acc, TP, 1)
+    assert batch.size_bytes <= 700
+    assert acc.bytes_buffered == sum(b.size_bytes if b.sealed else 700 for b in acc.batches())
 
 
 def test_would_open_batch():

@@ -5,6 +5,7 @@ reach the callback or the next ``flush`` -- never neither."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -158,6 +159,25 @@ def test_produce_refuses_what_can_never_succeed(kafka):
         assert no_partition.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     with pytest.raises(KafkaError, match="closed"):
         p.produce("t", b"v")
+
+
+def test_timestamps_are_checked_and_floored_like_java(kafka):
+    with make_producer(kafka, linger_ms=5) as p:
+        p.produce("t", b"warm", partition=0)  # opens the batch: the next ones take the fast path
+        for bad in (-1, 1 << 62, "soon"):
+            with pytest.raises(ValueError):
+                p.produce("t", b"bad", partition=0, timestamp_ms=bad)
+            with pytest.raises(ValueError):
+                p.send("t", b"bad", partition=0, timestamp_ms=bad)
+        sent = p.send("t", b"given", partition=0, timestamp_ms=1_700_000_000_123)
+        before = time.time_ns() // 1_000_000
+        now = p.send("t", b"now", partition=0)
+        after = time.time_ns() // 1_000_000
+        p.flush()
+    assert sent.timestamp_ms == 1_700_000_000_123 and before <= now.timestamp_ms <= after
+    records = kafka.records("t", 0)
+    assert [r.value for r in records] == [b"warm", b"given", b"now"]  # nothing half-queued
+    assert records[1].timestamp == 1_700_000_000_123 and records[2].timestamp == now.timestamp_ms
 
 
 def test_produce_with_headers_keeps_them(kafka):

@@ -27,7 +27,7 @@ def test_both_encoders_write_the_same_records(count):
         batch.keys.append(None if i % 3 else b"k%d" % i)
         batch.has_keys = True
         batch.values.append(None if i == 1 else b"v%d" % i)
-        batch.timestamps.append(1000 + i)
+        batch.timestamps.append((1000 + i) * 1_000_000 + 999_999)  # ns, floored to ms when encoded
     batch.record_count = count
     batch.producer_id, batch.producer_epoch, batch.base_sequence = 7, 0, 5
     decoded = decode_batch(encode_records(batch, compression=0))
