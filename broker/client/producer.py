@@ -159,6 +159,7 @@ class Producer:
         self._lock = self._state.lock
         self._lock_acquire, self._lock_release = self._lock.acquire, self._lock.release
         self._partition_counts = self._state.partitions  # topic -> count, filled by the I/O thread
+        self._open_batches = self._acc.open_batches  # (topic, partition) -> its open batch
         self._sticky_current = self._sticky.current  # topic -> keyless records' partition
         self._record_bytes_max = min(request_bytes_max, buffer_bytes_max)
         self._closed = False
@@ -227,10 +228,9 @@ class Producer:
                 num_partitions = self._partition_counts.get(topic)
                 chosen = partition_for_key(key, num_partitions) if num_partitions else None
         if not headers and not self._closed:
-            acc = self._acc
             self._lock_acquire()  # (acquire/release: 60 ns less than ``with`` per record, measured)
             try:
-                batch = acc.open_batches.get((topic, chosen))
+                batch = self._open_batches.get((topic, chosen))
                 if batch is not None and batch.size_bytes + size < batch.limit:  # (its room is charged)
                     timestamp = self._wall_ns() if timestamp_ms is None else _timestamp_ns(timestamp_ms)
                     index = batch.record_count
@@ -285,10 +285,9 @@ class Producer:
                 num_partitions = self._partition_counts.get(topic)
                 chosen = partition_for_key(key, num_partitions) if num_partitions else None
         if on_delivery is None and not headers and not self._closed:
-            acc = self._acc
             self._lock_acquire()
             try:
-                batch = acc.open_batches.get((topic, chosen))
+                batch = self._open_batches.get((topic, chosen))
                 if batch is not None and batch.size_bytes + size < batch.limit:  # (its room is charged)
                     timestamp = self._wall_ns() if timestamp_ms is None else _timestamp_ns(timestamp_ms)
                     batch.values.append(value)
