@@ -5,7 +5,7 @@
 Both sides do the same thing in one process: the main thread sends ``--records`` 100-byte records
 at ``--rate`` records/s (acks=1, linger.ms=0), each value starting with its send time
 (``time.monotonic_ns``); a consumer thread polls them and records receive time - send time.
-Ours is ``pylog perf e2e`` (``broker.tools.perf_runs.run_e2e``: ``Producer.send`` +
+Ours is ``pylog perf e2e`` (``broker.tools.perf_runs.run_e2e``: ``Producer.produce`` +
 ``Consumer.poll_arrow``); the peer is a confluent-kafka Producer + Consumer
 (``produce``/``poll(0)``, and ``poll(0.05)`` per message: ``consume(n, timeout)`` would hold
 messages until ``n`` arrived or the timeout passed, which once made the peer look 20x slower).
