@@ -299,6 +299,8 @@ class Producer:
                     return
             finally:
                 self._lock_release()
+        if on_delivery is not None and not callable(on_delivery):
+            raise TypeError(f"on_delivery must be callable(error, delivery), not {type(on_delivery).__name__}")
         self._send_slow(topic, value, key, None if partition == -1 else partition, _as_headers(headers),
                         timestamp_ms, on_delivery)
 

@@ -49,7 +49,7 @@ def test_produce_writes_the_same_records_and_partitions_as_send(kafka):
 def test_produce_keyless_records_stick_to_one_partition_per_batch(kafka):
     with make_producer(kafka, linger_ms=50) as p:
         for i in range(100):
-            p.produce("t", b"%d" % i)
+            p.produce("t", b"%d" % i, partition=None if i % 2 else -1)  # -1: confluent's "any"
         p.flush()
     counts = [len(kafka.records("t", partition)) for partition in range(4)]
     assert sum(counts) == 100
@@ -151,6 +151,8 @@ def test_produce_refuses_what_can_never_succeed(kafka):
             p.produce("t", "text")
         with pytest.raises(TypeError, match="key must be bytes"):
             p.produce("t", b"v", key=5)
+        with pytest.raises(TypeError, match="on_delivery must be callable"):
+            p.produce("t", b"v", on_delivery="print")
         with pytest.raises(KafkaError) as too_large:
             p.produce("t", b"x" * 2_000)
         assert too_large.value.code == ErrorCode.MESSAGE_TOO_LARGE
