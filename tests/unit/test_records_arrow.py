@@ -176,6 +176,25 @@ def test_round_trip_through_our_decoder(codec):
     assert arrow_rows(decoded) == expected(base_offset=1000)
 
 
+def test_runs_of_mixed_codecs_and_sizes_decode_in_order():
+    """Small decompressed batches share a kernel call (joined), large ones and uncompressed runs
+    have their own: every mix must come out in log order, with offset ranges cutting anywhere."""
+    big_value = b"v" * 300_000  # decompresses past the joining limit
+    plan = [(Compression.LZ4, SAMPLE), (Compression.LZ4, SAMPLE), (Compression.NONE, SAMPLE),
+            (Compression.GZIP, SAMPLE), (Compression.LZ4, [(TS, b"big", big_value, ())]),
+            (Compression.LZ4, SAMPLE), (Compression.NONE, SAMPLE), (Compression.GZIP, SAMPLE)]
+    data, everything, offset = b"", [], 0
+    for codec, rows in plan:
+        data += b"".join(b.data for b in encode_batches(**sample_columns(rows), compression=codec,
+                                                         base_offset=offset, batch_bytes_max=1 << 20))
+        everything += expected(rows, base_offset=offset)
+        offset += len(rows)
+    for start, end in [(0, offset), (3, offset - 2), (len(SAMPLE) * 4, len(SAMPLE) * 4 + 1), (7, 30)]:
+        decoded = decode_batches(data, topic="t", partition=0, start_offset=start, end_offset=end,
+                                 include_headers=True)
+        assert arrow_rows(decoded) == [r for r in everything if start <= r[0] < end], (start, end)
+
+
 # ------------------------------------------------------------------------- decode_batches options
 
 
