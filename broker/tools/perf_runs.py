@@ -164,8 +164,8 @@ def _produce_records(producer, options: ProduceOptions, payload: bytes, samples,
     throttled, n, i, next_progress = options.throughput > 0, options.num_records, 0, 0
     while i < n:  # per stride: one sampled record (it keeps a handle for its latency), the rest bare
         started = _now_ms()
-        sampled.append((started, send(topic, payload, partition=partition)))
         end = min(i + stride, n)
+        sampled.append((started, send(topic, payload, partition=partition), end - i))
         if throttled:
             throttle.wait(i + 1)
             for j in range(i + 2, end + 1):
@@ -179,10 +179,10 @@ def _produce_records(producer, options: ProduceOptions, payload: bytes, samples,
             progress.update(i)
             next_progress = i + 0x4000
     producer.flush()
-    for started, delivery in sampled:
-        samples.add(delivery.completed_ms - started, stride)
+    for started, delivery, weight in sampled:  # a sample stands for its stride's records
+        samples.add(delivery.completed_ms - started, weight)
         if timeline is not None:
-            timeline.append((delivery.completed_ms, stride))
+            timeline.append((delivery.completed_ms, weight))
 
 
 # ---------------------------------------------------------------------------------- consume

@@ -12,6 +12,7 @@ import pytest
 from broker.client.properties import consumer_options_from_properties, producer_options_from_properties
 from broker.tools.perf import parse_properties
 from broker.tools.perf_plot import throughput_series
+from broker.tools import perf_runs
 from broker.tools.perf_runs import make_payload, send_times_ns
 from broker.tools.perf_stats import LatencySamples, Progress, RunResult, Throttle, summarize_runs
 
@@ -133,3 +134,41 @@ def test_throttle_sends_in_bursts_and_sleeps_only_when_a_tick_ahead():
         throttle.wait(sent)
     assert 9 <= len(slept) <= 10  # one sleep per tick, not per record
     assert now[0] == pytest.approx(0.020, abs=0.002)  # and the schedule is kept
+
+
+class _CountingProducer:
+    """Stands in for ``Producer`` in the record loop: counts calls, answers at once."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def send(self, topic, value, partition=None):
+        self.calls.append("send")
+        return type("Done", (), {"completed_ms": 1e18})()
+
+    def produce(self, topic, value, partition=None):
+        self.calls.append("produce")
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("num_records, rate", [(1, -1), (250_003, -1), (300_001, 1e12), (99_999, 1e12)])
+def test_record_loop_sends_every_record_once_and_samples_one_per_stride(monkeypatch, num_records, rate):
+    waits = []
+
+    class RecordingThrottle(Throttle):
+        def wait(self, sent: int) -> None:
+            waits.append(sent)
+
+    monkeypatch.setattr(perf_runs, "Throttle", RecordingThrottle)
+    producer, samples = _CountingProducer(), LatencySamples()
+    options = perf_runs.ProduceOptions("t", num_records, 10, throughput=rate, api="record")
+    perf_runs._produce_records(producer, options, b"x" * 10, samples,
+                               Progress(num_records, "produce", enabled=False), None)
+    stride = max(1, num_records // perf_runs._LATENCY_SAMPLES)
+    assert len(producer.calls) == num_records
+    assert producer.calls[::stride] == ["send"] * -(-num_records // stride)  # one sampled per stride
+    assert producer.calls.count("send") == -(-num_records // stride)
+    assert samples.count == num_records  # each sample weighs the records of its stride
+    assert waits == (list(range(1, num_records + 1)) if rate > 0 else [])
