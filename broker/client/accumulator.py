@@ -83,7 +83,7 @@ class ProducerBatch:
     # floors them to ms per batch, vectorized.
     timestamps: list = field(default_factory=list)
     headers: dict = field(default_factory=dict)  # record index -> headers, only records that have some
-    callbacks: list | None = None  # (record index, timestamp, on_delivery) of ``produce`` records with one
+    callbacks: list | None = None  # (record index, timestamp ns, on_delivery) of ``produce`` records with one
     has_keys: bool = False
     delivery: object = None
     record_count: int = 0

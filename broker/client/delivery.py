@@ -19,12 +19,12 @@ class Delivery:
     not re-number. ``completed_ms`` is the producer clock's monotonic time of the outcome.
     Two handles of the same record compare equal."""
 
-    __slots__ = ("_batch", "_index", "_timestamp_ms")
+    __slots__ = ("_batch", "_index", "_timestamp_ns")
 
-    def __init__(self, batch, index: int, timestamp_ms: int) -> None:
+    def __init__(self, batch, index: int, timestamp_ns: int) -> None:
         self._batch = batch
         self._index = index
-        self._timestamp_ms = timestamp_ms
+        self._timestamp_ns = timestamp_ns  # (ns as the batch keeps it: ``send`` divides nothing)
 
     def __repr__(self) -> str:
         state = "pending" if not self.done else (f"error={self.error}" if self.error else f"offset={self.offset}")
@@ -50,7 +50,7 @@ class Delivery:
     @property
     def timestamp_ms(self) -> int:
         appended = self._batch.log_append_time_ms
-        return appended if appended >= 0 else self._timestamp_ms
+        return appended if appended >= 0 else self._timestamp_ns // 1_000_000
 
     @property
     def succeeded(self) -> bool:

@@ -240,7 +240,7 @@ class Producer:
                         append_key(batch, key)
                     batch.record_count = index + 1
                     batch.size_bytes += size
-                    return Delivery(batch, index, timestamp // 1_000_000)
+                    return Delivery(batch, index, timestamp)
             finally:
                 self._lock_release()
         return self._send_slow(topic, value, key, partition, _as_headers(headers), timestamp_ms)
@@ -338,7 +338,7 @@ class Producer:
             if callback is not None:  # under the lock: the batch cannot complete before this
                 if batch.callbacks is None:
                     batch.callbacks = []
-                batch.callbacks.append((batch.record_count - 1, timestamp, callback))
+                batch.callbacks.append((batch.record_count - 1, timestamp * 1_000_000, callback))
             opened = batch.record_count == 1
             if opened and not sealed and self._linger_ms:
                 # The I/O thread sends the batch when linger_ms is up, unless it fills first.
@@ -349,7 +349,7 @@ class Producer:
                 state.stats["batches_left_to_answers"] += 1
         if sealed or send_now:
             self._sender.help()  # something is ready now: send it from this thread if possible
-        return Delivery(batch, batch.record_count - 1, timestamp)
+        return Delivery(batch, batch.record_count - 1, timestamp * 1_000_000)
 
     # ------------------------------------------------------------------ Arrow
 
