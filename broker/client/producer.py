@@ -538,6 +538,11 @@ class Producer:
         if acc.bytes_buffered + size <= self._buffer_bytes_max or acc.empty:
             self._ensure_sender()
             return
+        if self._sender.on_io_thread():  # a delivery callback: the thread that would drain is this one
+            raise KafkaTimeoutError(
+                f"buffer_bytes_max ({self._buffer_bytes_max}) is full and this is a delivery "
+                "callback, which runs on the producer's I/O thread: nothing drains the buffer "
+                "until it returns; produce from another thread, or raise buffer_bytes_max")
         deadline = self._clock.monotonic_ms() + self._max_block_ms
         state.buffer_waiters += 1
         try:

@@ -200,3 +200,24 @@ def test_batch_bytes_max_above_request_bytes_max_is_capped_so_batches_fit_a_requ
                for topic in request.topic_data for pd in topic.partition_data]
     assert len(batches) >= 10 and max(map(len, batches)) <= 10_000
     assert sum(read_header(b).records_count for b in batches) == 1_000
+
+
+def test_a_callback_that_fills_the_buffer_fails_at_once_instead_of_blocking_the_io_thread(kafka):
+    errors = []
+
+    def flood(error, delivery):
+        try:
+            for _ in range(100):
+                p.produce("t", b"x" * 400, partition=1)
+        except KafkaError as exc:  # KafkaTimeoutError
+            errors.append(str(exc))
+
+    p = make_producer(kafka, linger_ms=60_000, buffer_bytes_max=2_000, max_block_ms=30_000)
+    with p:
+        p.produce("t", b"first", partition=0, on_delivery=flood)
+        started = time.monotonic()
+        p.flush()
+        assert time.monotonic() - started < 10  # not max_block_ms
+        p.flush()
+    assert len(errors) == 1 and "delivery callback" in errors[0]
+    assert 0 < len(kafka.records("t", 1)) < 100  # what fitted before the buffer filled was sent
