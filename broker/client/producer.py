@@ -25,8 +25,9 @@ explicitly and acks is 0 or 1 it is off (KIP-679), when it is set with acks 0 or
 configuration error.
 
 Errors are never swallowed: each failed record's ``Delivery.error`` (or ``BatchDelivery.error``)
-is set, ``Delivery.get`` raises it, and the next ``flush``/``close`` raises ``DeliveryFailed``
-with every failure not reported yet.
+is set, ``Delivery.get`` raises it, a ``produce`` record's ``on_delivery`` callback gets it, and
+the next ``flush``/``close`` raises ``DeliveryFailed`` with every failure not reported by one of
+those yet.
 """
 
 from __future__ import annotations
@@ -453,9 +454,10 @@ class Producer:
     # ------------------------------------------------------------------ flush and close
 
     def flush(self, timeout_ms: float | None = None) -> None:
-        """Send everything queued now, linger or not, and wait for every answer. Raises
-        ``DeliveryFailed`` with the records that failed since the last flush (each also has its
-        ``error``), ``KafkaTimeoutError`` if ``timeout_ms`` passes first."""
+        """Send everything queued now, linger or not, and wait for every answer and for the
+        ``on_delivery`` callbacks they call. Raises ``DeliveryFailed`` with the records that
+        failed since the last flush and were not reported (by ``Delivery.get`` or a callback;
+        each also has its ``error``), ``KafkaTimeoutError`` if ``timeout_ms`` passes first."""
         state = self._state
         if self._sender.on_io_thread():
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
