@@ -1,5 +1,6 @@
 """``Producer``: a Kafka producer with a background I/O thread, batching, pipelining and
-idempotence, for single records (``send``) and Arrow tables (``send_arrow``).
+idempotence, for single records (``send`` with a handle each, ``produce`` in confluent-kafka's
+shape with an optional callback) and Arrow tables (``send_arrow``).
 
 Threading model (``sender`` has the details): the methods here may be called from any thread;
 they append to the accumulator under the producer's lock and wait on its condition. One I/O
