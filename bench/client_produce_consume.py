@@ -62,24 +62,14 @@ def ours_arrow(bootstrap: str, topic: str, n: int) -> float:
         return time.perf_counter() - start
 
 
-def ours_records(bootstrap: str, topic: str, n: int) -> float:
+def ours_records(bootstrap: str, topic: str, n: int, api: str = "send") -> float:
+    """One ``Producer.send`` (or ``Producer.produce``, ``api``) per record, then ``flush``."""
     with Producer(bootstrap, acks=1, linger_ms=5, batch_bytes_max=1 << 20, buffer_bytes_max=64 << 20) as p:
         p.partitions_for(topic)
-        send = p.send
+        call = getattr(p, api)
         start = time.perf_counter()
         for _ in range(n):
-            send(topic, VALUE, partition=0)
-        p.flush()
-        return time.perf_counter() - start
-
-
-def ours_produce(bootstrap: str, topic: str, n: int) -> float:
-    with Producer(bootstrap, acks=1, linger_ms=5, batch_bytes_max=1 << 20, buffer_bytes_max=64 << 20) as p:
-        p.partitions_for(topic)
-        produce = p.produce
-        start = time.perf_counter()
-        for _ in range(n):
-            produce(topic, VALUE, partition=0)
+            call(topic, VALUE, partition=0)
         p.flush()
         return time.perf_counter() - start
 
@@ -201,7 +191,7 @@ def produce(bootstrap: str, produce_topic: str, n: int, repeat: int) -> None:
     for _ in range(repeat):
         runs["ours_send_arrow"].append(ours_arrow(bootstrap, produce_topic, n))
         runs["confluent_produce"].append(peer_produce(bootstrap, produce_topic, n))
-        runs["ours_produce"].append(ours_produce(bootstrap, produce_topic, n))
+        runs["ours_produce"].append(ours_records(bootstrap, produce_topic, n, api="produce"))
         runs["ours_send"].append(ours_records(bootstrap, produce_topic, n))
     produced = measure("produce acks=1", runs, n)
     report("produce ratio", arrow_vs_confluent=produced["ours_send_arrow"] / produced["confluent_produce"],
