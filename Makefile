@@ -5,15 +5,22 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 # Debian packages pylog needs at run or test time: a JRE and ZooKeeper for the cluster, kcat for
-# interop tests. Each is installed only when the command it provides is missing.
-APT_PACKAGES := default-jre-headless:java zookeeper:/usr/share/zookeeper/bin/zkServer.sh kcat:kcat
+# interop tests, Maven to fetch Apache Kafka. Each is installed only when the command it provides
+# is missing.
+APT_PACKAGES := default-jre-headless:java zookeeper:/usr/share/zookeeper/bin/zkServer.sh kcat:kcat maven:mvn
 PYTEST_ARGS ?=
 # The benchmarks' peer (bench/broker_ingest.py): Redis Streams, driven by redis-benchmark.
 BENCH_APT_PACKAGES := redis-server:redis-server redis-tools:redis-benchmark
 
-.PHONY: setup system-packages python-packages test test-unit demo bench clean
+.PHONY: setup system-packages python-packages apache-kafka test test-unit demo bench clean
 
-setup: system-packages python-packages
+# Apache Kafka, the reference peer (tests/peer, bench/): its broker, Java client and tools, copied
+# from Maven Central once into .cache (ignored by git); later runs find the stamp and skip.
+KAFKA_VERSION := $(shell sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' conf/apache-kafka/pom.xml)
+KAFKA_HOME := .cache/apache-kafka/$(KAFKA_VERSION)
+KAFKA_STAMP := $(KAFKA_HOME)/.fetched-$(shell cat conf/apache-kafka/pom.xml | cksum | cut -d' ' -f1)
+
+setup: system-packages python-packages apache-kafka
 	@# Compile the numba record kernels once into their on-disk cache (a cold compile takes
 	@# 5-20 s; every later process, Spark worker and broker then loads them in about a second).
 	@$(PY) -c 'import broker.records.arrow'
@@ -34,6 +41,15 @@ system-packages:
 	fi
 
 python-packages: $(STAMP)
+
+apache-kafka: $(KAFKA_STAMP)
+
+$(KAFKA_STAMP): conf/apache-kafka/pom.xml
+	@echo "fetching Apache Kafka $(KAFKA_VERSION) from Maven Central into $(KAFKA_HOME)"
+	@rm -rf $(KAFKA_HOME) && mkdir -p $(KAFKA_HOME)
+	mvn -q -B -f conf/apache-kafka/pom.xml dependency:copy-dependencies \
+	  -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_HOME)/libs
+	@touch $@
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \

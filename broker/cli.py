@@ -34,6 +34,10 @@ def _build_parser() -> argparse.ArgumentParser:
     add_perf_parser(sub)
     add_groups_parser(sub)
 
+    from broker.tools.kafka_peer import add_peer_parser
+
+    add_peer_parser(sub)
+
     broker = sub.add_parser("broker", help="run one broker in the foreground")
     broker_actions = broker.add_subparsers(dest="broker_command", required=True, metavar="ACTION")
     start = broker_actions.add_parser("start", help="run a broker until SIGTERM or Ctrl-C")
@@ -81,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
             from broker.tools.cluster import run_cluster
 
             return run_cluster(args, sys.stdout, sys.stderr)
+        if args.command == "peer":
+            from broker.tools.kafka_peer import run_peer
+
+            return run_peer(args, sys.stdout, sys.stderr)
         if args.command == "demo":
             from broker.tools.log_demo import run_demo
 

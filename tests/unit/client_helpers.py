@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from broker.client.config import ClientConfig
 from broker.client.consumer import Consumer
 from broker.client.producer import Producer
-from broker.client.testing import InMemoryKafka
+from fake_kafka import InMemoryKafka
 from broker.records import ControlRecord, ControlType, Record, encode_batch, encode_control_batch
 from broker.wire import ApiKey
 

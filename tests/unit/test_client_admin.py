@@ -8,7 +8,7 @@ from broker.client.admin import AdminClient
 from broker.client.config import ClientConfig
 from broker.client.errors import KafkaError
 from broker.client.offsets import offset_spec_timestamp
-from broker.client.testing import Fault, InMemoryKafka
+from fake_kafka import Fault, InMemoryKafka
 from broker.records import Record, encode_batch
 from broker.wire import SUPPORTED_API_VERSIONS, ApiKey, ErrorCode
 

@@ -12,7 +12,7 @@ import pytest
 from broker.client.config import ClientConfig
 from broker.client.connection import CLIENT_API_VERSIONS, BrokerConnection, pick_version
 from broker.client.errors import KafkaConnectionError, KafkaError, KafkaProtocolError, KafkaTimeoutError
-from broker.client.testing import CLOSE, FakeBroker, Raw, api_versions_response
+from fake_kafka import CLOSE, FakeBroker, Raw, api_versions_response
 from broker.wire import (
     SUPPORTED_API_VERSIONS,
     ApiKey,

@@ -9,7 +9,7 @@ import pytest
 from broker.client.consumer import Consumer
 from broker.client.errors import KafkaError
 from broker.client.producer import Producer
-from broker.client.testing import Fault
+from fake_kafka import Fault
 from broker.records import Record
 from broker.wire import ApiKey, ErrorCode
 

@@ -10,7 +10,7 @@ import pytest
 from broker.client.config import ClientConfig
 from broker.client.errors import KafkaConnectionError, KafkaError
 from broker.client.metadata import Cluster, ClusterSnapshot, parse_bootstrap_servers
-from broker.client.testing import InMemoryKafka
+from fake_kafka import InMemoryKafka
 from broker.wire import ApiKey, ErrorCode, MetadataResponse, decode_response, encode_response
 
 FAST = ClientConfig(request_timeout_ms=2000, connect_timeout_ms=1000, retry_backoff_ms=10)

@@ -11,7 +11,7 @@ import pytest
 
 from broker.client.errors import DeliveryFailed, KafkaError
 from broker.client.partitioner import partition_for_key
-from broker.client.testing import Fault
+from fake_kafka import Fault
 from broker.records import read_header
 from broker.wire import ApiKey, ErrorCode
 

@@ -10,7 +10,7 @@ import pytest
 from broker.client.errors import DeliveryFailed, KafkaError, KafkaTimeoutError
 from broker.client.partitioner import partition_for_key
 from broker.client.producer import Producer, parse_acks
-from broker.client.testing import Fault
+from fake_kafka import Fault
 from broker.records import Compression, read_header
 from broker.wire import ApiKey, ErrorCode
 

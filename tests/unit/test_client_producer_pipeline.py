@@ -15,7 +15,7 @@ from broker.client.config import ClientConfig
 from broker.client.errors import DeliveryFailed, KafkaError, KafkaTimeoutError
 from broker.client.partitioner import partition_for_key
 from broker.client.producer import Producer
-from broker.client.testing import Fault, InMemoryKafka
+from fake_kafka import Fault, InMemoryKafka
 from broker.records import read_header
 from broker.wire import ApiKey, ErrorCode
 

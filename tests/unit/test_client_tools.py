@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from broker.client.testing import InMemoryKafka
+from fake_kafka import InMemoryKafka
 from broker.records import Record, encode_batch
 from broker.tools.produce_consume import add_consume_parser, add_produce_parser, run_consume, run_produce
 from broker.tools.topics import add_topics_parser, parse_configs, run_topics

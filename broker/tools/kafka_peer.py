@@ -1,0 +1,370 @@
+"""Apache Kafka beside pylog: start a KRaft cluster of 1 or 3 brokers on loopback, and run Kafka's
+own command-line tools, from the jars ``make setup`` fetched from Maven Central.
+
+Apache Kafka is pylog's reference: the differential tests (``tests/peer``) run one scenario against
+both and compare what a client sees, and the benchmarks (``bench/``) measure both in one run. Users
+get the same launcher as ``pylog peer kafka up|down|status --dir D --brokers N``, to try a job
+against the real thing before pointing it at a production cluster.
+
+Files under the cluster directory ``D``:
+
+- ``D/kafka-<node>/server.properties``: the broker's config (combined broker+controller roles;
+  every node is a voter of the KRaft quorum, so 3 nodes survive the loss of one).
+- ``D/kafka-<node>/data``: its log dir, formatted by Kafka's ``StorageTool`` with the cluster id in
+  ``D/cluster.id`` (the same id for every node, as ``kafka-storage format`` requires).
+- ``D/kafka-<node>/kafka.pid`` and ``kafka.out``: the java process id and its stdout/stderr.
+- ``D/ports``: ``node client_port controller_port`` per line, so ``down`` and ``status`` need no
+  arguments but the directory.
+
+Nothing here downloads anything: a missing install raises ``KafkaPeerError`` naming
+``make setup``. Processes are detached (their own session), so they outlive the command that
+started them; ``stop`` sends SIGTERM (Kafka's controlled shutdown), then SIGKILL after a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.tools.broker_process import answers_api_versions, is_process_alive
+from broker.tools.zookeeper import find_free_port
+
+__all__ = [
+    "KAFKA_VERSION",
+    "TOOL_CLASSES",
+    "ApacheKafkaCluster",
+    "KafkaInstall",
+    "KafkaPeerError",
+    "find_kafka_install",
+    "run_kafka_tool",
+]
+
+KAFKA_VERSION = "4.1.1"  # also in conf/apache-kafka/pom.xml
+REPO_ROOT = Path(__file__).resolve().parents[2]
+_LOG4J_CONFIG = REPO_ROOT / "conf" / "apache-kafka" / "log4j2.properties"
+_INSTALL_HINT = "run `make setup` (it fetches Apache Kafka from Maven Central into .cache/apache-kafka)"
+
+# The scripts in Kafka's bin/ directory are `kafka-run-class.sh <main class>`; these are the
+# classes of the 4.1 scripts, so a tool runs exactly as the script would run it.
+TOOL_CLASSES = {
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-e2e-latency": "org.apache.kafka.tools.EndToEndLatency",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-dump-log": "kafka.tools.DumpLogSegments",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-storage": "kafka.tools.StorageTool",
+}
+
+# A peer for tests and benchmarks on a 2-core machine: small heaps, no waiting for group joins,
+# internal topics that fit the cluster's size.
+_BROKER_DEFAULTS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "num.network.threads": "2",
+    "num.io.threads": "4",
+    "auto.create.topics.enable": "false",
+}
+_HEAP = "-Xmx1g"
+_START_TIMEOUT_S = 90.0
+_STOP_TIMEOUT_S = 30.0
+_LOG_TAIL_LINES = 30
+
+
+class KafkaPeerError(OSError):
+    """Apache Kafka could not be found, started or stopped; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class KafkaInstall:
+    """The jars ``make setup`` copied: ``java -cp '<libs>/*' <main class>`` runs any part."""
+
+    java: str
+    libs: Path
+
+    @property
+    def classpath(self) -> str:
+        return str(self.libs / "*")
+
+    def command(self, main_class: str, args: Sequence[str], heap: str = "-Xmx512m") -> list[str]:
+        return [self.java, heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                f"-Dlog4j2.configurationFile={_LOG4J_CONFIG}",
+                "-cp", self.classpath, main_class, *args]
+
+
+def find_kafka_install(env: Mapping[str, str] | None = None) -> KafkaInstall:
+    """The fetched Apache Kafka (``KAFKA_PEER_LIBS`` overrides where its jars are)."""
+    env = os.environ if env is None else env
+    libs = Path(env.get("KAFKA_PEER_LIBS") or REPO_ROOT / ".cache" / "apache-kafka" / KAFKA_VERSION / "libs")
+    if not (libs / f"kafka_2.13-{KAFKA_VERSION}.jar").is_file():
+        raise KafkaPeerError(f"Apache Kafka {KAFKA_VERSION} is not in {libs}: {_INSTALL_HINT}")
+    java = shutil.which("java", path=env.get("PATH"))
+    if java is None:
+        raise KafkaPeerError(f"no `java` on PATH: {_INSTALL_HINT}")
+    return KafkaInstall(java, libs)
+
+
+def run_kafka_tool(tool: str, args: Sequence[str], *, timeout_s: float = 120.0, input: bytes | None = None,
+                   install: KafkaInstall | None = None) -> subprocess.CompletedProcess:
+    """Run one of Kafka's tools (a key of ``TOOL_CLASSES``) to completion, output captured.
+
+    The tool's exit status is not checked here: tests assert it, with its stderr in the message.
+    """
+    if tool not in TOOL_CLASSES:
+        raise ValueError(f"unknown Kafka tool {tool!r}; known: {', '.join(sorted(TOOL_CLASSES))}")
+    install = install or find_kafka_install()
+    # The tools' JVM is short-lived: C1 only and the serial GC start it about twice as fast.
+    return subprocess.run(install.command(TOOL_CLASSES[tool], args), input=input, capture_output=True,
+                          timeout=timeout_s, stdin=None if input is not None else subprocess.DEVNULL)
+
+
+@dataclass(frozen=True)
+class _Node:
+    node_id: int
+    client_port: int
+    controller_port: int
+    home: Path
+
+    @property
+    def config_path(self) -> Path:
+        return self.home / "server.properties"
+
+    @property
+    def pid_path(self) -> Path:
+        return self.home / "kafka.pid"
+
+    @property
+    def out_path(self) -> Path:
+        return self.home / "kafka.out"
+
+    def recorded_pid(self) -> int | None:
+        try:
+            return int(self.pid_path.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def running_pid(self) -> int | None:
+        pid = self.recorded_pid()
+        return pid if pid is not None and is_process_alive(pid) and _is_kafka(pid, self.config_path) else None
+
+
+class ApacheKafkaCluster:
+    """A KRaft Apache Kafka of ``brokers`` nodes under ``directory`` (see the module docstring).
+
+    ``ApacheKafkaCluster(d, brokers=3).start()`` formats and starts a new cluster (or starts the
+    stopped nodes of an existing one, with their data); ``bootstrap`` is the client address list;
+    ``stop()`` stops every node. ``overrides`` are broker properties applied to every node.
+    """
+
+    def __init__(self, directory: str | Path, brokers: int = 1, overrides: Mapping[str, str] | None = None,
+                 install: KafkaInstall | None = None) -> None:
+        if brokers < 1:
+            raise ValueError(f"--brokers must be at least 1, got {brokers}")
+        self.directory = Path(directory)
+        self.install = install or find_kafka_install()
+        self.overrides = dict(overrides or {})
+        self.nodes = self._load_or_plan(brokers)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{node.client_port}" for node in self.nodes)
+
+    @property
+    def ports(self) -> list[int]:
+        return [node.client_port for node in self.nodes]
+
+    def _load_or_plan(self, brokers: int) -> list[_Node]:
+        ports_file = self.directory / "ports"
+        if ports_file.exists():
+            rows = [line.split() for line in ports_file.read_text().splitlines() if line.strip()]
+            return [_Node(int(n), int(c), int(k), self.directory / f"kafka-{n}") for n, c, k in rows]
+        return [_Node(n, find_free_port(), find_free_port(), self.directory / f"kafka-{n}")
+                for n in range(1, brokers + 1)]
+
+    def _properties(self, node: _Node) -> dict[str, str]:
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
+        replication = str(min(3, len(self.nodes)))
+        return {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.client_port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(node.home / "data"),
+            "offsets.topic.replication.factor": replication,
+            "transaction.state.log.replication.factor": replication,
+            "transaction.state.log.min.isr": str(min(2, len(self.nodes))),
+            **_BROKER_DEFAULTS,
+            **self.overrides,
+        }
+
+    def _format(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        cluster_id_file = self.directory / "cluster.id"
+        if not cluster_id_file.exists():
+            # Kafka's ids are 16 random bytes in unpadded URL-safe base64 (Uuid.randomUuid()).
+            import base64
+            cluster_id_file.write_text(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=") + "\n")
+        cluster_id = cluster_id_file.read_text().strip()
+        for node in self.nodes:
+            node.home.mkdir(parents=True, exist_ok=True)
+            node.config_path.write_text("".join(f"{k}={v}\n" for k, v in self._properties(node).items()))
+            if (node.home / "data" / "meta.properties").exists():
+                continue
+            result = subprocess.run(
+                self.install.command(TOOL_CLASSES["kafka-storage"],
+                                     ["format", "-t", cluster_id, "-c", str(node.config_path)]),
+                capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+            if result.returncode != 0:
+                raise KafkaPeerError(f"kafka-storage format failed for node {node.node_id}: "
+                                     f"{(result.stderr or result.stdout).decode(errors='replace')[-2000:]}")
+        (self.directory / "ports").write_text(
+            "".join(f"{n.node_id} {n.client_port} {n.controller_port}\n" for n in self.nodes))
+
+    def start(self, timeout_s: float = _START_TIMEOUT_S) -> None:
+        """Format what is new, start every node that is not running, return once all serve."""
+        self._format()
+        for node in self.nodes:
+            if node.running_pid() is not None:
+                continue
+            with open(node.out_path, "ab") as out:
+                popen = subprocess.Popen(
+                    self.install.command("kafka.Kafka", [str(node.config_path)], heap=_HEAP),
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            node.pid_path.write_text(f"{popen.pid}\n")
+        self.wait_until_serving(timeout_s)
+
+    def wait_until_serving(self, timeout_s: float) -> None:
+        """Every node answers ApiVersions and lists every node in Metadata."""
+        deadline = time.monotonic() + timeout_s
+        for node in self.nodes:
+            while not answers_api_versions("127.0.0.1", node.client_port):
+                if node.running_pid() is None:
+                    raise KafkaPeerError(f"Apache Kafka node {node.node_id} exited:\n{self._tail(node)}")
+                if time.monotonic() > deadline:
+                    raise KafkaPeerError(f"Apache Kafka node {node.node_id} did not serve within "
+                                         f"{timeout_s} s:\n{self._tail(node)}")
+                time.sleep(0.1)
+        self._wait_for_brokers(deadline)
+
+    def _wait_for_brokers(self, deadline: float) -> None:
+        from broker.client.metadata import Cluster
+
+        cluster = Cluster(self.bootstrap)
+        try:
+            while True:
+                try:
+                    cluster.refresh_brokers()
+                    if len(cluster.brokers) == len(self.nodes):
+                        return
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise KafkaPeerError(f"Apache Kafka did not list {len(self.nodes)} brokers in time")
+                time.sleep(0.1)
+        finally:
+            cluster.close()
+
+    def stop(self, timeout_s: float = _STOP_TIMEOUT_S) -> dict[int, str]:
+        """SIGTERM every node, SIGKILL what is left at the deadline; ``{node: outcome}``."""
+        outcomes: dict[int, str] = {}
+        running = {node.node_id: (node, pid) for node in self.nodes if (pid := node.running_pid()) is not None}
+        for node, pid in running.values():
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for node_id, (node, pid) in running.items():
+            while is_process_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if is_process_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+                outcomes[node_id] = "killed"
+            else:
+                outcomes[node_id] = "stopped"
+            node.pid_path.unlink(missing_ok=True)
+        for node in self.nodes:
+            outcomes.setdefault(node.node_id, "not running")
+        return outcomes
+
+    def status(self) -> list[tuple[int, int, int | None]]:
+        """``(node id, client port, running pid or None)`` per node."""
+        return [(node.node_id, node.client_port, node.running_pid()) for node in self.nodes]
+
+    def _tail(self, node: _Node) -> str:
+        try:
+            return "\n".join(node.out_path.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:])
+        except FileNotFoundError:
+            return "(no output)"
+
+    def __enter__(self) -> "ApacheKafkaCluster":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+
+def add_peer_parser(sub) -> None:
+    peer = sub.add_parser("peer", help="run Apache Kafka beside pylog (the reference peer)")
+    systems = peer.add_subparsers(dest="peer_system", required=True, metavar="SYSTEM")
+    kafka = systems.add_parser("kafka", help=f"a KRaft Apache Kafka {KAFKA_VERSION} on loopback")
+    actions = kafka.add_subparsers(dest="peer_action", required=True, metavar="ACTION")
+    for name, text in (("up", "format (if new) and start, print bootstrap.servers"),
+                       ("down", "stop every node, keep the data"), ("status", "nodes, ports, pids")):
+        action = actions.add_parser(name, help=text)
+        action.add_argument("--dir", required=True, help="cluster directory")
+        if name == "up":
+            action.add_argument("--brokers", type=int, default=1, help="number of nodes (default 1)")
+            action.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                                help="override one broker property; repeat for several")
+
+
+def run_peer(args, out, err) -> int:
+    """``pylog peer kafka up|down|status``; user mistakes raise ValueError/OSError (one line)."""
+    directory = Path(args.dir)
+    if args.peer_action == "up":
+        overrides = dict(_split_setting(item) for item in args.set)
+        cluster = ApacheKafkaCluster(directory, args.brokers, overrides)
+        cluster.start()
+        print(f"bootstrap.servers={cluster.bootstrap}", file=out)
+        return 0
+    if not (directory / "ports").exists():
+        raise ValueError(f"{directory} holds no Apache Kafka cluster (start one with `pylog peer kafka up`)")
+    cluster = ApacheKafkaCluster(directory)
+    if args.peer_action == "down":
+        for node_id, outcome in sorted(cluster.stop().items()):
+            print(f"kafka node {node_id}: {outcome}", file=out)
+        return 0
+    for node_id, port, pid in cluster.status():
+        state = f"running (pid {pid})" if pid else "stopped"
+        print(f"kafka node {node_id}: 127.0.0.1:{port} {state}", file=out)
+    return 0
+
+
+def _split_setting(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise ValueError(f"--set takes KEY=VALUE, got {item!r}")
+    return key.strip(), value.strip()
+
+
+def _is_kafka(pid: int, config_path: Path) -> bool:
+    """The pid is a java running kafka.Kafka with this config (a stale pid file kills nothing)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"kafka.Kafka" in argv and str(config_path).encode() in argv

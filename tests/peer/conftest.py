@@ -1,0 +1,65 @@
+"""Fixtures for the peer (differential) tier: Apache Kafka and pylog side by side.
+
+Every scenario here runs against both systems and compares what a client observes. ``peers`` is
+a pair ``(kafka, pylog)`` of ``Peer``: the same shape for both (a name, ``bootstrap``, and
+``create_topic``), so a test body is written once and run against each. Both clusters are started
+once per test session (a KRaft Apache Kafka from the jars ``make setup`` fetched; a pylog broker
+process against the session's real ZooKeeper) and shared: each test makes its own topics with
+``unique_topic``, so tests never see each other's data.
+
+Three-node clusters (``peers3``) are started only by the modules that ask for them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from broker.tools.kafka_peer import ApacheKafkaCluster
+from peer_support import COMMON_BROKER_SETTINGS, Peer
+
+_INTEGRATION = Path(__file__).resolve().parents[1] / "integration" / "conftest.py"
+if "pylog_integration_fixtures" in sys.modules:
+    integration = sys.modules["pylog_integration_fixtures"]
+else:
+    _spec = importlib.util.spec_from_file_location("pylog_integration_fixtures", _INTEGRATION)
+    integration = importlib.util.module_from_spec(_spec)
+    sys.modules[_spec.name] = integration
+    _spec.loader.exec_module(integration)
+
+zookeeper = integration.zookeeper  # re-exported session fixture
+
+@pytest.fixture(scope="session")
+def kafka_peer(tmp_path_factory):
+    cluster = ApacheKafkaCluster(tmp_path_factory.mktemp("apache-kafka"), brokers=1,
+                                 overrides=COMMON_BROKER_SETTINGS)
+    cluster.start()
+    try:
+        yield Peer("kafka", cluster.bootstrap, cluster.ports)
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pylog_peer(zookeeper, tmp_path_factory):
+    factory = integration.ClusterFactory(zookeeper.connect_string, tmp_path_factory.mktemp("pylog"))
+    try:
+        cluster = factory.make(1, overrides=COMMON_BROKER_SETTINGS)
+        yield Peer("pylog", cluster.bootstrap, [b.port for b in cluster.brokers])
+    finally:
+        factory.close()
+
+
+@pytest.fixture(scope="session")
+def peers(kafka_peer, pylog_peer) -> tuple[Peer, Peer]:
+    """``(kafka, pylog)``: run the scenario on each, then compare."""
+    return kafka_peer, pylog_peer
+
+
+@pytest.fixture(params=["kafka", "pylog"])
+def peer(request) -> Peer:
+    """Either system, for scenarios whose expected outcome is stated once and must hold on both."""
+    return request.getfixturevalue(f"{request.param}_peer")

@@ -1,0 +1,39 @@
+"""Helpers of the peer tier that tests import (conftest.py holds only fixtures): ``Peer``, the
+settings both systems share, and unique topic names."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from broker.client.admin import AdminClient
+
+# Broker settings both sides share, so a difference in behaviour is never a difference in config:
+# topics are created explicitly, and the same message size limit holds on both.
+COMMON_BROKER_SETTINGS = {
+    "auto.create.topics.enable": "false",
+    "message.max.bytes": "1048588",
+}
+_topic_numbers = itertools.count()
+
+
+@dataclass
+class Peer:
+    """One system under comparison: ``name`` is ``"kafka"`` or ``"pylog"``."""
+
+    name: str
+    bootstrap: str
+    ports: list[int]
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+                     configs: dict[str, str] | None = None) -> str:
+        with AdminClient(self.bootstrap) as admin:
+            admin.create_topics(name, partitions, replication_factor, configs or {})
+        return name
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def unique_topic(prefix: str = "peer") -> str:
+    return f"{prefix}-{next(_topic_numbers)}"
