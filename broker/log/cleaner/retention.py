@@ -1,0 +1,168 @@
+"""What one cleaning pass keeps: the pure core of the log cleaner (no files, no clock, no threads).
+
+A pass walks the cleanable part of a log, from the log start offset, in offset order, one chunk of
+batches at a time. For each batch it decides one of:
+
+- ``KEEP``: copy the batch byte for byte;
+- ``REWRITE``: write a new batch with the records of ``keep`` (a mask), stamping
+  ``delete_horizon_ms`` when it is not -1;
+- ``EMPTY``: write the batch's header with no records (the last batch of a producer, kept so
+  the producer's sequence and epoch survive: idempotent dedup keeps working after cleaning);
+- ``DROP``: write nothing.
+
+A rewritten or empty batch keeps its base offset, last offset, producer id, epoch, base sequence,
+partition leader epoch and timestamps; survivors keep their offsets, so readers see gaps.
+
+The rules (Kafka's ``LogCleaner``; ``../shared/reference/coordinators.md`` section 1):
+
+1. A keyed record survives unless the offset map holds a newer offset for its key. A record with
+   a null key in a compacted log is dropped (Kafka counts it invalid and drops it).
+2. A tombstone (null value) survives its first cleaning, which stamps the batch with a delete
+   horizon of now + ``delete.retention.ms`` (KIP-534); a later pass at or past the horizon drops it.
+3. Records of an aborted transaction are dropped. A transaction is aborted for a producer from the
+   first offset the aborted-transaction index gives until that producer's next control batch.
+4. A control batch (commit or abort marker) stays while any record of its transaction survives;
+   once none does, it is treated like a tombstone: stamped, then dropped past its horizon.
+5. The last batch of each producer (``producer_last_offsets``) is never dropped: if all its
+   records go, it becomes ``EMPTY``.
+
+Per record only numpy runs (the map lookup and the masks); Python loops over batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from broker.log.cleaner.offset_map import OffsetMap
+
+__all__ = ["KEEP", "REWRITE", "EMPTY", "DROP", "NO_HORIZON", "AbortedTxn", "BatchFacts",
+           "BatchDecision", "ChunkRecords", "RetentionPass"]
+
+KEEP, REWRITE, EMPTY, DROP = "keep", "rewrite", "empty", "drop"
+NO_HORIZON = -1
+NO_PRODUCER = -1
+
+
+class BatchFacts(NamedTuple):
+    """What the core needs of one batch; its records are ``[first_record, end_record)`` of the
+    chunk's record arrays (an empty range for a control batch: markers are decided per batch)."""
+
+    base_offset: int
+    last_offset: int
+    producer_id: int
+    is_transactional: bool
+    is_control: bool
+    delete_horizon_ms: int  # NO_HORIZON unless the batch was stamped by an earlier cleaning
+    first_record: int
+    end_record: int
+
+
+class ChunkRecords(NamedTuple):
+    """The records of a chunk of batches, as parallel arrays in offset order."""
+
+    offsets: np.ndarray  # int64
+    hi: np.ndarray  # uint64: key hash (key_hash.hash_keys)
+    lo: np.ndarray  # uint64
+    has_key: np.ndarray  # bool
+    is_tombstone: np.ndarray  # bool: null value
+
+
+class AbortedTxn(NamedTuple):
+    """An entry of the aborted-transaction index: ``producer_id``'s data from ``first_offset``
+    on, up to its abort marker at ``last_offset``, is aborted."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
+class BatchDecision(NamedTuple):
+    action: str
+    keep: np.ndarray | None  # for REWRITE: mask over the batch's records
+    delete_horizon_ms: int  # the horizon to stamp (REWRITE/EMPTY/KEEP of a stamped batch), or NO_HORIZON
+
+
+_KEEP = BatchDecision(KEEP, None, NO_HORIZON)
+_DROP = BatchDecision(DROP, None, NO_HORIZON)
+
+
+class RetentionPass:
+    """One cleaning pass. Feed every chunk of the pass, in offset order, to ``decide``."""
+
+    def __init__(self, offset_map: OffsetMap, *, now_ms: int, delete_retention_ms: int,
+                 producer_last_offsets: Mapping[int, int], aborted: Sequence[AbortedTxn]) -> None:
+        self.offset_map = offset_map
+        self.now_ms = now_ms
+        self.delete_retention_ms = delete_retention_ms
+        self.producer_last_offsets = producer_last_offsets
+        self._aborted = sorted(aborted, key=lambda a: a.first_offset)
+        self._next_aborted = 0
+        self._aborting: set[int] = set()  # producers inside an aborted transaction
+        self._txn_retained: dict[int, bool] = {}  # producer -> any record of its open txn kept
+
+    def decide(self, batches: Sequence[BatchFacts], records: ChunkRecords) -> list[BatchDecision]:
+        """A decision per batch of the chunk (see the module docstring)."""
+        survives = self._record_survivors(records)
+        decisions = []
+        for batch in batches:
+            self._start_aborted_txns(batch.base_offset)
+            if batch.is_control:
+                decisions.append(self._decide_marker(batch))
+            else:
+                decisions.append(self._decide_data(batch, records, survives))
+        return decisions
+
+    def _record_survivors(self, records: ChunkRecords) -> np.ndarray:
+        """Rule 1 for every record of the chunk at once: keyed and not superseded."""
+        latest = self.offset_map.latest_offsets(records.hi, records.lo)
+        return records.has_key & (latest <= records.offsets)
+
+    def _start_aborted_txns(self, offset: int) -> None:
+        while self._next_aborted < len(self._aborted) and self._aborted[self._next_aborted].first_offset <= offset:
+            self._aborting.add(self._aborted[self._next_aborted].producer_id)
+            self._next_aborted += 1
+
+    def _decide_data(self, batch: BatchFacts, records: ChunkRecords, survives: np.ndarray) -> BatchDecision:
+        span = slice(batch.first_record, batch.end_record)
+        if batch.is_transactional and batch.producer_id in self._aborting:
+            keep = np.zeros(batch.end_record - batch.first_record, dtype=bool)
+        else:
+            keep = survives[span].copy()
+            tombstones = records.is_tombstone[span]
+            if self._horizon_passed(batch):
+                keep &= ~tombstones
+        if batch.is_transactional:
+            retained = self._txn_retained.get(batch.producer_id, False)
+            self._txn_retained[batch.producer_id] = retained or bool(keep.any())
+        horizon = batch.delete_horizon_ms
+        if horizon == NO_HORIZON and bool((keep & records.is_tombstone[span]).any()):
+            horizon = self.now_ms + self.delete_retention_ms
+        if keep.all():
+            if horizon == batch.delete_horizon_ms:
+                return _KEEP
+            return BatchDecision(REWRITE, keep, horizon)
+        if keep.any():
+            return BatchDecision(REWRITE, keep, horizon)
+        if self._is_producer_last(batch):
+            return BatchDecision(EMPTY, None, batch.delete_horizon_ms)
+        return _DROP
+
+    def _decide_marker(self, batch: BatchFacts) -> BatchDecision:
+        self._aborting.discard(batch.producer_id)
+        data_retained = self._txn_retained.pop(batch.producer_id, False)
+        if data_retained or self._is_producer_last(batch):
+            return _KEEP
+        if self._horizon_passed(batch):
+            return _DROP
+        if batch.delete_horizon_ms != NO_HORIZON:
+            return _KEEP
+        return BatchDecision(REWRITE, None, self.now_ms + self.delete_retention_ms)
+
+    def _horizon_passed(self, batch: BatchFacts) -> bool:
+        return batch.delete_horizon_ms != NO_HORIZON and self.now_ms >= batch.delete_horizon_ms
+
+    def _is_producer_last(self, batch: BatchFacts) -> bool:
+        return batch.producer_id != NO_PRODUCER and self.producer_last_offsets.get(batch.producer_id) == batch.last_offset
