@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # The benchmarks' peer (bench/broker_ingest.py): Redis Streams, driven by redis-benchmark.
 BENCH_APT_PACKAGES := redis-server:redis-server redis-tools:redis-benchmark
 
-.PHONY: setup system-packages python-packages apache-kafka test test-unit demo bench clean
+.PHONY: setup system-packages python-packages apache-kafka spark-kafka test test-unit demo bench clean
 
 # Apache Kafka, the reference peer (tests/peer, bench/): its broker, Java client and tools, copied
 # from Maven Central once into .cache (ignored by git); later runs find the stamp and skip.
@@ -20,7 +20,13 @@ KAFKA_VERSION := $(shell sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:
 KAFKA_HOME := .cache/apache-kafka/$(KAFKA_VERSION)
 KAFKA_STAMP := $(KAFKA_HOME)/.fetched-$(shell cat conf/apache-kafka/pom.xml | cksum | cut -d' ' -f1)
 
-setup: system-packages python-packages apache-kafka
+# Spark's own Kafka connector (format("kafka"), spark-sql-kafka-0-10) for the peer tier's Spark tests:
+# only the jars pyspark does not ship (conf/spark-kafka/pom.xml says which and why this version).
+SPARK_KAFKA_VERSION := $(shell sed -n 's:.*<spark.kafka.version>\(.*\)</spark.kafka.version>.*:\1:p' conf/spark-kafka/pom.xml)
+SPARK_KAFKA_HOME := .cache/spark-kafka/$(SPARK_KAFKA_VERSION)
+SPARK_KAFKA_STAMP := $(SPARK_KAFKA_HOME)/.fetched-$(shell cat conf/spark-kafka/pom.xml | cksum | cut -d' ' -f1)
+
+setup: system-packages python-packages apache-kafka spark-kafka
 	@# Compile the numba record kernels once into their on-disk cache (a cold compile takes
 	@# 5-20 s; every later process, Spark worker and broker then loads them in about a second).
 	@$(PY) -c 'import broker.records.arrow'
@@ -49,6 +55,15 @@ $(KAFKA_STAMP): conf/apache-kafka/pom.xml
 	@rm -rf $(KAFKA_HOME) && mkdir -p $(KAFKA_HOME)
 	mvn -q -B -f conf/apache-kafka/pom.xml dependency:copy-dependencies \
 	  -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_HOME)/libs
+	@touch $@
+
+spark-kafka: $(SPARK_KAFKA_STAMP)
+
+$(SPARK_KAFKA_STAMP): conf/spark-kafka/pom.xml
+	@echo "fetching Spark's Kafka connector $(SPARK_KAFKA_VERSION) from Maven Central into $(SPARK_KAFKA_HOME)"
+	@rm -rf $(SPARK_KAFKA_HOME) && mkdir -p $(SPARK_KAFKA_HOME)
+	mvn -q -B -f conf/spark-kafka/pom.xml dependency:copy-dependencies \
+	  -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(SPARK_KAFKA_HOME)/jars
 	@touch $@
 
 $(STAMP): pyproject.toml
