@@ -32,6 +32,24 @@ else:
 
 zookeeper = integration.zookeeper  # re-exported session fixture
 
+# The process's one SparkSession, defined once for this tier and tests/spark (which may load it first).
+_SPARK_SESSION = Path(__file__).resolve().parents[1] / "spark" / "spark_session.py"
+if "pylog_spark_session" in sys.modules:
+    spark_session = sys.modules["pylog_spark_session"]
+else:
+    _spec = importlib.util.spec_from_file_location("pylog_spark_session", _SPARK_SESSION)
+    spark_session = importlib.util.module_from_spec(_spec)
+    sys.modules[_spec.name] = spark_session
+    _spec.loader.exec_module(spark_session)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The SparkSession of tests/spark (one per process), with Spark's Kafka connector on it."""
+    yield spark_session.shared_session()
+    spark_session.stop_shared_session()
+
+
 @pytest.fixture(scope="session")
 def kafka_peer(tmp_path_factory):
     cluster = ApacheKafkaCluster(tmp_path_factory.mktemp("apache-kafka"), brokers=1,

@@ -1,6 +1,7 @@
 """Fixtures for the Spark tier: ONE SparkSession for the whole test session (local[2], small
-shuffles, Python workers on this interpreter) and real pylog clusters from the integration
-fixtures (``tests/integration/conftest.py``), one per test module where the module allows it.
+shuffles, Python workers on this interpreter; defined in ``spark_session.py``, shared with the
+peer tier) and real pylog clusters from the integration fixtures (``tests/integration/conftest.py``),
+one per test module where the module allows it.
 
 The integration conftest is loaded under its own module name (two ``conftest`` modules cannot
 share the name) and its session-scoped ``zookeeper`` fixture is re-exported here.
@@ -9,7 +10,6 @@ share the name) and its session-scoped ``zookeeper`` fixture is re-exported here
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -24,29 +24,23 @@ _spec.loader.exec_module(integration)
 zookeeper = integration.zookeeper  # re-exported session fixture
 ClusterFactory = integration.ClusterFactory
 
-SPARK_CONF = {
-    "spark.sql.shuffle.partitions": "2",
-    "spark.default.parallelism": "2",
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.streaming.pollingDelay": "100ms",
-    "spark.sql.streaming.noDataMicroBatches.enabled": "false",
-    "spark.sql.streaming.noDataProgressEventInterval": "200ms",
-    "spark.driver.memory": "1g",
-    "spark.python.worker.reuse": "true",
-}
+_SESSION = Path(__file__).resolve().parent / "spark_session.py"
+if "pylog_spark_session" in sys.modules:
+    spark_session = sys.modules["pylog_spark_session"]
+else:  # the peer tier loads the same file under the same name: one session definition per process
+    _spec = importlib.util.spec_from_file_location("pylog_spark_session", _SESSION)
+    spark_session = importlib.util.module_from_spec(_spec)
+    sys.modules[_spec.name] = spark_session
+    _spec.loader.exec_module(spark_session)
+
+SPARK_CONF = spark_session.SPARK_CONF
 
 
 @pytest.fixture(scope="session")
 def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    import spark_log
-
-    session = spark_log.session(app_name="pylog-tests", master="local[2]", **SPARK_CONF)
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    """The process's one SparkSession (``spark_session.shared_session``; tests/peer uses it too)."""
+    yield spark_session.shared_session()
+    spark_session.stop_shared_session()
 
 
 @pytest.fixture(scope="module")
