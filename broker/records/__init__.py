@@ -9,6 +9,7 @@ from broker.records.batch import (
     decode_control_record,
     encode_batch,
     encode_control_batch,
+    encode_retained_batch,
 )
 from broker.records.compression import Compression
 from broker.records.errors import (
@@ -37,6 +38,6 @@ __all__ = [
     "CorruptRecordError", "DEFAULT_LIMITS", "HEADER_SIZE", "InvalidRecordError", "LOG_OVERHEAD",
     "Record", "RecordBatch", "RecordBatchTooLargeError", "RecordsError",
     "UnsupportedCompressionError", "batch_size_at", "decode_batch", "decode_control_record",
-    "encode_batch", "encode_control_batch", "iter_batches", "read_header", "set_base_offset",
-    "set_partition_leader_epoch", "validate_batch",
+    "encode_batch", "encode_control_batch", "encode_retained_batch", "iter_batches", "read_header",
+    "set_base_offset", "set_partition_leader_epoch", "validate_batch",
 ]

@@ -38,6 +38,7 @@ __all__ = [
     "encode_batch",
     "decode_batch",
     "encode_control_batch",
+    "encode_retained_batch",
     "decode_control_record",
 ]
 
@@ -139,6 +140,47 @@ def encode_batch(
         base_offset, len(buf) - hdr.LOG_OVERHEAD, partition_leader_epoch, hdr.MAGIC, 0,
         attributes, last_offset_delta, base_timestamp, max_timestamp,
         producer_id, producer_epoch, base_sequence, len(records),
+    )  # fmt: skip
+    buf[hdr.HEADER_SIZE :] = payload
+    struct.pack_into(">I", buf, hdr.CRC_OFFSET, hdr.compute_crc(buf, 0, len(buf)))
+    return bytes(buf)
+
+
+def encode_retained_batch(
+    header: BatchHeader, records: Sequence[Record], *, delete_horizon_ms: int = -1
+) -> bytes:
+    """The log cleaner's rewrite of a batch down to ``records`` (a subset of its records, or none).
+
+    What consumers, followers and producer-state recovery rely on stays as it was (Kafka
+    ``MemoryRecords.filterTo``): base offset, lastOffsetDelta (so the batch spans the same
+    offsets and the producer's last sequence survives), partition leader epoch, producer id,
+    epoch, base sequence, codec (none for an empty batch), timestamp type and the transactional
+    and control flags.
+    maxTimestamp is that of the records kept (of the original batch when none is). With
+    ``delete_horizon_ms`` >= 0 the delete-horizon attribute is set and baseTimestamp carries the
+    horizon (KIP-534); record timestamps stay absolute, as deltas from it (they may be negative).
+    """
+    if records:
+        assert header.base_offset <= records[0].offset and records[-1].offset <= header.last_offset
+        max_timestamp = max(r.timestamp for r in records)
+        base_timestamp = records[0].timestamp
+    else:
+        max_timestamp = base_timestamp = header.max_timestamp
+    attributes = header.attributes & ~hdr.DELETE_HORIZON_MASK
+    if not records:
+        attributes &= ~hdr.COMPRESSION_MASK  # an empty batch has nothing to decompress (as Kafka writes it)
+    if delete_horizon_ms >= 0:
+        attributes |= hdr.DELETE_HORIZON_MASK
+        base_timestamp = delete_horizon_ms
+    payload = b""
+    if records:
+        payload = compress(header.compression, encode_records(records, header.base_offset, base_timestamp))
+    buf = bytearray(hdr.HEADER_SIZE + len(payload))
+    struct.pack_into(
+        ">qiibIhiqqqhii", buf, 0,
+        header.base_offset, len(buf) - hdr.LOG_OVERHEAD, header.partition_leader_epoch, hdr.MAGIC, 0,
+        attributes, header.last_offset_delta, base_timestamp, max_timestamp,
+        header.producer_id, header.producer_epoch, header.base_sequence, len(records),
     )  # fmt: skip
     buf[hdr.HEADER_SIZE :] = payload
     struct.pack_into(">I", buf, hdr.CRC_OFFSET, hdr.compute_crc(buf, 0, len(buf)))
