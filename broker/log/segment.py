@@ -114,11 +114,12 @@ class LogSegment:
     """A segment's three files, its in-memory position state and its sparse indexes."""
 
     def __init__(
-        self, directory: Path, base_offset: int, config: LogConfig, now_ms: Callable[[], int]
+        self, directory: Path, base_offset: int, config: LogConfig, now_ms: Callable[[], int],
+        file_suffix: str = "",
     ) -> None:
         prefix = directory / segment_file_name(base_offset)
         self.base_offset = base_offset
-        self.log_path = prefix.with_name(prefix.name + LOG_SUFFIX)
+        self.log_path = prefix.with_name(prefix.name + LOG_SUFFIX + file_suffix)
         self._config = config
         self._now_ms = now_ms
         self._log_fd = -1
@@ -128,10 +129,10 @@ class LogSegment:
             self._log_fd = open_rw(self.log_path)
             index_bytes = config.segment_index_bytes
             self._offset_index = OffsetIndex(
-                prefix.with_name(prefix.name + INDEX_SUFFIX), base_offset, index_bytes
+                prefix.with_name(prefix.name + INDEX_SUFFIX + file_suffix), base_offset, index_bytes
             )
             self._time_index = TimeIndex(
-                prefix.with_name(prefix.name + TIME_INDEX_SUFFIX), base_offset, index_bytes
+                prefix.with_name(prefix.name + TIME_INDEX_SUFFIX + file_suffix), base_offset, index_bytes
             )
         except BaseException:
             self.close()
@@ -147,10 +148,12 @@ class LogSegment:
 
     @classmethod
     def create(
-        cls, directory: Path, base_offset: int, config: LogConfig, now_ms: Callable[[], int]
+        cls, directory: Path, base_offset: int, config: LogConfig, now_ms: Callable[[], int],
+        file_suffix: str = "",
     ) -> "LogSegment":
-        """A new, empty segment. Leftover files of the same name are emptied."""
-        segment = cls(directory, base_offset, config, now_ms)
+        """A new, empty segment. Leftover files of the same name are emptied. ``file_suffix``
+        names files the log does not serve yet (the cleaner writes ``<base>.log.cleaned``)."""
+        segment = cls(directory, base_offset, config, now_ms, file_suffix)
         try:
             os.ftruncate(segment._log_fd, 0)
             segment._offset_index.reset()
@@ -187,6 +190,11 @@ class LogSegment:
             segment.close()
             raise
         return segment
+
+    @property
+    def file_paths(self) -> tuple[Path, Path, Path]:
+        """The .log, .index and .timeindex paths (with this segment's file suffix)."""
+        return self.log_path, self._offset_index.path, self._time_index.path
 
     def close(self) -> None:
         """Close the fds without fsync (index entries held in memory are written first)."""
