@@ -1,0 +1,254 @@
+"""Spark both ways: one job, four pairings, one answer.
+
+The job (``run_job``) is written once against a connector name, ``"pylog"`` (spark_log) or
+``"kafka"`` (Spark's own spark-sql-kafka-0-10, fetched by ``make setup``), and a broker, Apache
+Kafka or pylog. It batch-writes keyed records with headers into three partitions, batch-reads them
+back, stream-reads them with ``Trigger.AvailableNow`` under ``maxOffsetsPerTrigger`` into a memory
+sink, and stream-copies them into a second topic with a checkpoint. What it observes (rows without
+the broker-stamped time, per-batch offsets from the progress and from the checkpoint's offset log,
+schemas) must be the same on all four pairings; the reference is Spark's connector on Apache Kafka.
+
+Topic names differ per pairing (each job makes its own), so they are replaced by their role
+(``in``, ``out``) before comparing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from peer_support import unique_topic
+
+pytestmark = pytest.mark.integration
+
+CONNECTORS = ("kafka", "pylog")
+BROKERS = ("kafka", "pylog")
+REFERENCE = ("kafka", "kafka")  # (connector, broker)
+PAIRINGS = [(connector, broker) for connector in CONNECTORS for broker in BROKERS]
+PARTITIONS = 3
+MAX_OFFSETS_PER_TRIGGER = 10
+QUERY_TIMEOUT_S = 60.0
+
+# The job's input: (key, value, partition, headers). Partitions get 9, 7 and 5 records so the
+# read limit splits them unevenly; a null key, a null value, no headers, two headers with the same
+# key and a header with a null value are all in there.
+INPUT = [
+    (None if i == 4 else f"k{i}".encode(),
+     None if i == 7 else f"v{i}".encode() * (1 + i % 3),
+     [0, 0, 1, 0, 2, 1, 0, 1, 2, 0, 1, 2, 0, 1, 0, 2, 1, 0, 2, 1, 0][i],
+     [] if i % 3 == 0 else [("h", str(i).encode()), ("h", b"again")] if i % 5 == 0
+     else [("n", None)] if i == 8 else [("h", str(i).encode())])
+    for i in range(21)
+]
+
+
+# What must be equal on every pairing: everything the job observes but the broker-stamped time.
+COMPARED = ("batch_schema", "stream_schema", "batch_rows", "stream_rows", "stream_batches",
+            "stream_checkpoint", "copy_rows", "copy_checkpoint")
+
+
+@dataclass
+class JobOutcome:
+    """What one pairing's job observed, topic names replaced by roles."""
+
+    batch_schema: str = ""
+    stream_schema: str = ""
+    batch_rows: list = field(default_factory=list)
+    stream_rows: list = field(default_factory=list)
+    stream_batches: list = field(default_factory=list)  # per batch: (numInputRows, start, end, latest)
+    stream_checkpoint: list = field(default_factory=list)  # per offset-log entry: the source offsets
+    copy_rows: list = field(default_factory=list)
+    copy_checkpoint: list = field(default_factory=list)
+    timestamps_ms: list = field(default_factory=list)
+    window_ms: tuple = (0, 0)
+
+
+def _roles(text: str, names: dict[str, str]) -> str:
+    for name, role in names.items():
+        text = text.replace(name, role)
+    return text
+
+
+def _offsets(value, names: dict[str, str]):
+    """A source offset (JSON text or dict) as ``{role: {partition: offset}}`` with int keys."""
+    parsed = json.loads(value) if isinstance(value, str) else value
+    if parsed is None:
+        return None
+    return {names.get(topic, topic): {int(p): o for p, o in parts.items()} for topic, parts in parsed.items()}
+
+
+def _row(row, names: dict[str, str]) -> tuple:
+    headers = None if row.headers is None else tuple(
+        (h.key, None if h.value is None else bytes(h.value)) for h in row.headers)
+    return (None if row.key is None else bytes(row.key), None if row.value is None else bytes(row.value),
+            names[row.topic], row.partition, row.offset, headers, row.timestampType)
+
+
+def _sorted_rows(df, names: dict[str, str]) -> list[tuple]:
+    return sorted((_row(r, names) for r in df.collect()), key=lambda r: (r[3], r[4]))
+
+
+def _checkpoint_offsets(checkpoint: Path, names: dict[str, str]) -> list:
+    """The source offsets of each entry of the checkpoint's offset log (``offsets/<batch>``: a
+    version line, the batch metadata, then one line per source)."""
+    entries = []
+    for path in sorted((checkpoint / "offsets").glob("[0-9]*"), key=lambda p: int(p.name)):
+        lines = path.read_text().splitlines()
+        entries.append([_offsets(line, names) for line in lines[2:]])
+    return entries
+
+
+def _await(query) -> None:
+    deadline = time.monotonic() + QUERY_TIMEOUT_S
+    while query.isActive and time.monotonic() < deadline:
+        query.awaitTermination(1)
+    if query.isActive:
+        query.stop()
+        raise AssertionError(f"query {query.name} did not finish within {QUERY_TIMEOUT_S} s")
+    assert query.exception() is None, query.exception()
+
+
+def _input_frame(spark, topic: str):
+    from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructField, StructType
+
+    schema = StructType([
+        StructField("key", BinaryType()), StructField("value", BinaryType()),
+        StructField("partition", IntegerType()),
+        StructField("headers", ArrayType(StructType([StructField("key", StringType()),
+                                                     StructField("value", BinaryType())]))),
+    ])
+    rows = [(k, v, p, [(hk, hv) for hk, hv in h]) for k, v, p, h in INPUT]
+    # One task writes every row in INPUT's order, so each partition's offsets are the same everywhere.
+    return spark.createDataFrame(rows, schema).coalesce(1).selectExpr("key", "value", "partition", "headers",
+                                                                       f"'{topic}' AS topic")
+
+
+def run_job(spark, connector: str, peer, tmp_path: Path) -> JobOutcome:
+    """The job, through ``format(connector)`` against ``peer``."""
+    source_topic = peer.create_topic(unique_topic(f"spark-{connector}-in"), partitions=PARTITIONS)
+    copy_topic = peer.create_topic(unique_topic(f"spark-{connector}-out"), partitions=PARTITIONS)
+    names = {source_topic: "in", copy_topic: "out"}
+    bootstrap = peer.bootstrap
+    outcome = JobOutcome()
+    started_ms = int(time.time() * 1000)
+
+    # 1. Batch write (the topic comes from the column; the partition column places each row).
+    (_input_frame(spark, source_topic).write.format(connector).mode("append")
+     .option("kafka.bootstrap.servers", bootstrap).save())
+
+    # 2. Batch read.
+    batch = (spark.read.format(connector).option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", source_topic).option("includeHeaders", "true").load())
+    outcome.batch_schema = batch.schema.json()
+    outcome.batch_rows = _sorted_rows(batch, names)
+    outcome.timestamps_ms = sorted(int(r.timestamp.timestamp() * 1000) for r in batch.select("timestamp").collect())
+    outcome.window_ms = (started_ms, int(time.time() * 1000))
+
+    # 3. Streaming read, AvailableNow under a read limit, into a memory sink.
+    stream = (spark.readStream.format(connector).option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", source_topic).option("startingOffsets", "earliest")
+              .option("includeHeaders", "true").option("maxOffsetsPerTrigger", str(MAX_OFFSETS_PER_TRIGGER))
+              .load())
+    outcome.stream_schema = stream.schema.json()
+    query_name = f"peer_spark_{connector}_{peer.name}_{source_topic.replace('-', '_')}"
+    checkpoint = tmp_path / f"read-{connector}-{peer.name}"
+    query = (stream.writeStream.format("memory").queryName(query_name)
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    _await(query)
+    outcome.stream_rows = _sorted_rows(spark.table(query_name), names)
+    outcome.stream_batches = [
+        (p["numInputRows"], _offsets(p["sources"][0]["startOffset"], names),
+         _offsets(p["sources"][0]["endOffset"], names), _offsets(p["sources"][0].get("latestOffset"), names))
+        for p in query.recentProgress]
+    outcome.stream_checkpoint = _checkpoint_offsets(checkpoint, names)
+
+    # 4. Streaming write: copy ``in`` to ``out`` partition for partition, with a checkpoint.
+    copy_checkpoint = tmp_path / f"copy-{connector}-{peer.name}"
+    copy = (spark.readStream.format(connector).option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", source_topic).option("startingOffsets", "earliest")
+            .option("includeHeaders", "true").load()
+            .selectExpr("key", "value", "partition", "headers")
+            .writeStream.format(connector).option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", copy_topic).option("checkpointLocation", str(copy_checkpoint))
+            .trigger(availableNow=True).start())
+    _await(copy)
+    copied = (spark.read.format(connector).option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", copy_topic).option("includeHeaders", "true").load())
+    outcome.copy_rows = _sorted_rows(copied, names)
+    outcome.copy_checkpoint = _checkpoint_offsets(copy_checkpoint, names)
+    return outcome
+
+
+@pytest.fixture(scope="module")
+def outcomes(spark, peers, tmp_path_factory):
+    """Each pairing's outcome, or the exception its job raised, run once per module."""
+    if not spark_session_has_connector(spark):
+        pytest.fail("Spark's Kafka connector is not on the session's classpath: "
+                    + spark_session_module().INSTALL_HINT)
+    by_name = {peer.name: peer for peer in peers}
+    results = {}
+    for connector, broker in PAIRINGS:
+        try:
+            results[connector, broker] = run_job(spark, connector, by_name[broker],
+                                                 tmp_path_factory.mktemp(f"spark-{connector}-{broker}"))
+        except Exception as error:  # reported by the tests of that pairing
+            results[connector, broker] = error
+    return results
+
+
+def spark_session_module():
+    import sys
+
+    return sys.modules["pylog_spark_session"]
+
+
+def spark_session_has_connector(spark) -> bool:
+    return spark_session_module().has_kafka_connector(spark)
+
+
+def outcome_of(outcomes, pairing) -> JobOutcome:
+    result = outcomes[pairing]
+    if isinstance(result, Exception):
+        raise AssertionError(f"the job failed on connector={pairing[0]} broker={pairing[1]}") from result
+    return result
+
+
+def expected_source_rows(role: str) -> list[tuple]:
+    next_offset = {p: 0 for p in range(PARTITIONS)}
+    rows = []
+    for key, value, partition, headers in INPUT:
+        rows.append((key, value, role, partition, next_offset[partition], tuple(headers), 0))
+        next_offset[partition] += 1
+    return sorted(rows, key=lambda r: (r[3], r[4]))
+
+
+@pytest.mark.parametrize("pairing", PAIRINGS, ids=[f"{c}-on-{b}" for c, b in PAIRINGS])
+def test_the_job_reads_back_what_it_wrote(outcomes, pairing):
+    outcome = outcome_of(outcomes, pairing)
+    assert outcome.batch_rows == expected_source_rows("in")
+    assert outcome.stream_rows == expected_source_rows("in")
+    assert outcome.copy_rows == expected_source_rows("out")
+    low, high = outcome.window_ms
+    assert all(low - 1000 <= ts <= high + 1000 for ts in outcome.timestamps_ms)  # CreateTime: the producer's now
+
+
+@pytest.mark.parametrize("pairing", [p for p in PAIRINGS if p != REFERENCE],
+                         ids=[f"{c}-on-{b}" for c, b in PAIRINGS if (c, b) != REFERENCE])
+def test_same_rows_offsets_and_schema_as_spark_kafka_on_apache_kafka(outcomes, pairing):
+    reference = outcome_of(outcomes, REFERENCE)
+    outcome = outcome_of(outcomes, pairing)
+    differences = [_first_difference(aspect, getattr(outcome, aspect), getattr(reference, aspect))
+                   for aspect in COMPARED if getattr(outcome, aspect) != getattr(reference, aspect)]
+    assert not differences, "\n".join(differences)
+
+
+def _first_difference(aspect: str, got, reference) -> str:
+    if isinstance(got, list) and isinstance(reference, list):
+        for index, (mine, theirs) in enumerate(zip(got, reference)):
+            if mine != theirs:
+                return f"{aspect}[{index}]: {mine!r}, reference {theirs!r}"
+        return f"{aspect}: {len(got)} items, reference {len(reference)}"
+    return f"{aspect}: {got!r}, reference {reference!r}"
