@@ -34,6 +34,9 @@ _BOUNDS: dict[str, tuple[int, int]] = {
     "flush_messages": (1, INT64_MAX),
     "flush_ms": (0, INT64_MAX),
     "message_max_bytes": (0, INT32_MAX),
+    "min_compaction_lag_ms": (0, INT64_MAX),
+    "max_compaction_lag_ms": (1, INT64_MAX),
+    "delete_retention_ms": (0, INT64_MAX),
 }
 
 # field -> broker keys in precedence order, each with its factor to the field's unit.
@@ -51,6 +54,9 @@ _BROKER_KEYS: dict[str, tuple[tuple[str, int], ...]] = {
     "flush_messages": (("log.flush.interval.messages", 1),),
     "flush_ms": (("log.flush.interval.ms", 1),),
     "message_max_bytes": (("message.max.bytes", 1),),
+    "min_compaction_lag_ms": (("log.cleaner.min.compaction.lag.ms", 1),),
+    "max_compaction_lag_ms": (("log.cleaner.max.compaction.lag.ms", 1),),
+    "delete_retention_ms": (("log.cleaner.delete.retention.ms", 1),),
 }
 
 _TOPIC_KEYS: dict[str, str] = {
@@ -63,6 +69,9 @@ _TOPIC_KEYS: dict[str, str] = {
     "flush_messages": "flush.messages",
     "flush_ms": "flush.ms",
     "message_max_bytes": "max.message.bytes",
+    "min_compaction_lag_ms": "min.compaction.lag.ms",
+    "max_compaction_lag_ms": "max.compaction.lag.ms",
+    "delete_retention_ms": "delete.retention.ms",
 }
 
 
@@ -85,6 +94,12 @@ class LogConfig:
     flush_messages: int = INT64_MAX  # log.flush.interval.messages / flush.messages
     flush_ms: int | None = None  # log.flush.interval.ms / flush.ms
     message_max_bytes: int = 1048588  # message.max.bytes / max.message.bytes
+    # Compaction (the cleaner, broker/log/cleaner): a record stays uncleaned at least
+    # min_compaction_lag_ms; a dirty record older than max_compaction_lag_ms forces a pass; a
+    # tombstone is kept delete_retention_ms after the cleaning that first kept it.
+    min_compaction_lag_ms: int = 0  # log.cleaner.min.compaction.lag.ms / min.compaction.lag.ms
+    max_compaction_lag_ms: int = INT64_MAX  # log.cleaner.max.compaction.lag.ms / max.compaction.lag.ms
+    delete_retention_ms: int = 86_400_000  # log.cleaner.delete.retention.ms / delete.retention.ms
 
     def __post_init__(self) -> None:
         for name, (low, high) in _BOUNDS.items():
