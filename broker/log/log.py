@@ -134,6 +134,7 @@ class Log:
         self._last_flush_ms = now_ms()
         self._dir_dirty = False
         self._offline: str | None = None
+        self._structure_version = 0  # see structure_version
 
     @classmethod
     def open(
@@ -165,6 +166,16 @@ class Log:
                    loaded.log_start_offset, loaded.recovery_point)
 
     # ---------------------------------------------------------------------------- properties
+
+    @property
+    def structure_version(self) -> int:
+        """Moves whenever segments are truncated, deleted or replaced (not on append or roll):
+        the cleaner compares it before swapping its output in (``cleaner/swap.py``)."""
+        return self._structure_version
+
+    @property
+    def now_ms(self) -> Callable[[], int]:
+        return self._now_ms
 
     @property
     def config(self) -> LogConfig:
@@ -375,6 +386,7 @@ class Log:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         if offset >= self.log_end_offset:
             return False
+        self._structure_version += 1
         if self._segments[0].base_offset > offset:
             self.truncate_fully_and_start_at(offset)
             return True
@@ -393,6 +405,7 @@ class Log:
         """Delete every segment and continue empty at ``offset`` (log start = end = offset)."""
         if offset < 0:
             raise ValueError(f"cannot start a log at negative offset {offset}")
+        self._structure_version += 1
         for segment in reversed(self._segments):
             segment.delete()
         self._segments.clear()
@@ -455,6 +468,7 @@ class Log:
                 break
             if not deletable(segment, successor):
                 break
+            self._structure_version += 1
             self._segments.pop(0)
             self._bases.pop(0)
             self._log_start_offset = max(self._log_start_offset, successor.base_offset)
@@ -542,9 +556,27 @@ class Log:
         self.close_handles()
         shutil.rmtree(self.directory, ignore_errors=True)
 
+    def holds_segments(self, segments: list[LogSegment]) -> bool:
+        """``segments`` are consecutive inactive segments of this log (the very objects)."""
+        if not segments or segments[0].base_offset not in self._bases:
+            return False
+        start = self._bases.index(segments[0].base_offset)
+        inactive = self._segments[start:len(self._segments) - 1]
+        return len(inactive) >= len(segments) and all(a is b for a, b in zip(inactive, segments))
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
+        """Put ``new`` where ``old`` were (the files are already swapped: ``cleaner/swap.py``).
+        The log start offset and every offset readers may ask for stay as they were."""
+        assert self.holds_segments(old) and new.base_offset == old[0].base_offset
+        start = self._bases.index(old[0].base_offset)
+        self._segments[start:start + len(old)] = [new]
+        self._bases[start:start + len(old)] = [new.base_offset]
+        self._structure_version += 1
+
     def _go_offline(self, reason: str) -> None:
         logger.error("log %s goes offline: %s", self.directory, reason)
         self._offline = reason
+        self._structure_version += 1
         for segment in self._segments:
             try:
                 segment.close()

@@ -192,6 +192,13 @@ class LogSegment:
         return segment
 
     @property
+    def first_batch_timestamp(self) -> int:
+        """The max timestamp of the first batch, -1 when empty (what ``max.compaction.lag.ms``
+        measures the age of a segment's oldest dirty data by, as Kafka does)."""
+        first = self._first_batch_max_timestamp
+        return first if first is not None else -1
+
+    @property
     def file_paths(self) -> tuple[Path, Path, Path]:
         """The .log, .index and .timeindex paths (with this segment's file suffix)."""
         return self.log_path, self._offset_index.path, self._time_index.path

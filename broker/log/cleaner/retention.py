@@ -38,7 +38,7 @@ import numpy as np
 
 from broker.log.cleaner.offset_map import OffsetMap
 
-__all__ = ["KEEP", "REWRITE", "EMPTY", "DROP", "NO_HORIZON", "AbortedTxn", "BatchFacts",
+__all__ = ["KEEP", "REWRITE", "EMPTY", "DROP", "NO_HORIZON", "AbortedTracker", "AbortedTxn", "BatchFacts",
            "BatchDecision", "ChunkRecords", "RetentionPass"]
 
 KEEP, REWRITE, EMPTY, DROP = "keep", "rewrite", "empty", "drop"
@@ -89,6 +89,26 @@ _KEEP = BatchDecision(KEEP, None, NO_HORIZON)
 _DROP = BatchDecision(DROP, None, NO_HORIZON)
 
 
+class AbortedTracker:
+    """Which producers are inside an aborted transaction, walking batches in offset order: from
+    an entry's first offset until the producer's next control batch (rule 3)."""
+
+    def __init__(self, aborted: Sequence[AbortedTxn]) -> None:
+        self._aborted = sorted(aborted, key=lambda a: a.first_offset)
+        self._next = 0
+        self._aborting: set[int] = set()
+
+    def is_aborted(self, batch: BatchFacts) -> bool:
+        """Advance to ``batch`` (call for every batch, in order); True for aborted data."""
+        while self._next < len(self._aborted) and self._aborted[self._next].first_offset <= batch.base_offset:
+            self._aborting.add(self._aborted[self._next].producer_id)
+            self._next += 1
+        if batch.is_control:
+            self._aborting.discard(batch.producer_id)
+            return False
+        return batch.is_transactional and batch.producer_id in self._aborting
+
+
 class RetentionPass:
     """One cleaning pass. Feed every chunk of the pass, in offset order, to ``decide``."""
 
@@ -98,9 +118,7 @@ class RetentionPass:
         self.now_ms = now_ms
         self.delete_retention_ms = delete_retention_ms
         self.producer_last_offsets = producer_last_offsets
-        self._aborted = sorted(aborted, key=lambda a: a.first_offset)
-        self._next_aborted = 0
-        self._aborting: set[int] = set()  # producers inside an aborted transaction
+        self._aborted = AbortedTracker(aborted)
         self._txn_retained: dict[int, bool] = {}  # producer -> any record of its open txn kept
 
     def decide(self, batches: Sequence[BatchFacts], records: ChunkRecords) -> list[BatchDecision]:
@@ -108,11 +126,11 @@ class RetentionPass:
         survives = self._record_survivors(records)
         decisions = []
         for batch in batches:
-            self._start_aborted_txns(batch.base_offset)
+            aborted = self._aborted.is_aborted(batch)
             if batch.is_control:
                 decisions.append(self._decide_marker(batch))
             else:
-                decisions.append(self._decide_data(batch, records, survives))
+                decisions.append(self._decide_data(batch, records, survives, aborted))
         return decisions
 
     def _record_survivors(self, records: ChunkRecords) -> np.ndarray:
@@ -120,14 +138,10 @@ class RetentionPass:
         latest = self.offset_map.latest_offsets(records.hi, records.lo)
         return records.has_key & (latest <= records.offsets)
 
-    def _start_aborted_txns(self, offset: int) -> None:
-        while self._next_aborted < len(self._aborted) and self._aborted[self._next_aborted].first_offset <= offset:
-            self._aborting.add(self._aborted[self._next_aborted].producer_id)
-            self._next_aborted += 1
-
-    def _decide_data(self, batch: BatchFacts, records: ChunkRecords, survives: np.ndarray) -> BatchDecision:
+    def _decide_data(self, batch: BatchFacts, records: ChunkRecords, survives: np.ndarray,
+                     aborted: bool) -> BatchDecision:
         span = slice(batch.first_record, batch.end_record)
-        if batch.is_transactional and batch.producer_id in self._aborting:
+        if aborted:
             keep = np.zeros(batch.end_record - batch.first_record, dtype=bool)
         else:
             keep = survives[span].copy()
@@ -151,7 +165,6 @@ class RetentionPass:
         return _DROP
 
     def _decide_marker(self, batch: BatchFacts) -> BatchDecision:
-        self._aborting.discard(batch.producer_id)
         data_retained = self._txn_retained.pop(batch.producer_id, False)
         if data_retained or self._is_producer_last(batch):
             return _KEEP
