@@ -7,20 +7,33 @@ wins: ``log.retention.ms`` > ``log.retention.minutes`` > ``log.retention.hours``
 ``log.roll.ms`` > ``log.roll.hours`` (``KafkaConfig.logRetentionTimeMillis``,
 ``logRollTimeMillis``).
 Keys that are not log settings are ignored, so a whole ``server.properties`` may be passed in.
+
+Compaction settings (read by the cleaner, ``broker/log/cleaner``): ``cleanup.policy`` is a
+comma-separated list of ``delete`` and ``compact`` (either order, repeats and spaces allowed; an
+empty list is accepted, as Kafka 4.1 accepts it: neither retention nor compaction runs), and
+``min.cleanable.dirty.ratio`` a number in [0, 1] written as Java's ``Double.parseDouble`` reads it
+(``0.5``, ``.5``, ``5e-1``, ``1d``); NaN, which Kafka lets through, is refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
-__all__ = ["LogConfig", "INT32_MAX", "INT64_MAX"]
+__all__ = ["LogConfig", "INT32_MAX", "INT64_MAX", "CLEANUP_POLICIES", "parse_cleanup_policy"]
 
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1
 _HOUR_MS = 3_600_000
 _MINUTE_MS = 60_000
+CLEANUP_POLICIES = ("compact", "delete")  # Kafka's order in its messages
+_DELETE_ONLY = frozenset({"delete"})
+# A decimal as Java's Double.parseDouble reads it (optional d/f suffix); not Python's extras
+# such as "1_0", which Kafka refuses.
+_DOUBLE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[dDfF]?")
 
 # field -> (minimum, maximum, what the bounds mean). The minimums are Kafka's validators:
 # segment.bytes >= LegacyRecord.RECORD_OVERHEAD_V0 (14), segment.index.bytes >= 4, etc.
@@ -57,6 +70,8 @@ _BROKER_KEYS: dict[str, tuple[tuple[str, int], ...]] = {
     "min_compaction_lag_ms": (("log.cleaner.min.compaction.lag.ms", 1),),
     "max_compaction_lag_ms": (("log.cleaner.max.compaction.lag.ms", 1),),
     "delete_retention_ms": (("log.cleaner.delete.retention.ms", 1),),
+    "cleanup_policy": (("log.cleanup.policy", 1),),
+    "min_cleanable_dirty_ratio": (("log.cleaner.min.cleanable.ratio", 1),),
 }
 
 _TOPIC_KEYS: dict[str, str] = {
@@ -72,6 +87,8 @@ _TOPIC_KEYS: dict[str, str] = {
     "min_compaction_lag_ms": "min.compaction.lag.ms",
     "max_compaction_lag_ms": "max.compaction.lag.ms",
     "delete_retention_ms": "delete.retention.ms",
+    "cleanup_policy": "cleanup.policy",
+    "min_cleanable_dirty_ratio": "min.cleanable.dirty.ratio",
 }
 
 
@@ -100,6 +117,9 @@ class LogConfig:
     min_compaction_lag_ms: int = 0  # log.cleaner.min.compaction.lag.ms / min.compaction.lag.ms
     max_compaction_lag_ms: int = INT64_MAX  # log.cleaner.max.compaction.lag.ms / max.compaction.lag.ms
     delete_retention_ms: int = 86_400_000  # log.cleaner.delete.retention.ms / delete.retention.ms
+    # "delete" runs retention by retention.ms/retention.bytes, "compact" the cleaner; both, or none.
+    cleanup_policy: frozenset[str] = _DELETE_ONLY  # log.cleanup.policy / cleanup.policy
+    min_cleanable_dirty_ratio: float = 0.5  # log.cleaner.min.cleanable.ratio / min.cleanable.dirty.ratio
 
     def __post_init__(self) -> None:
         for name, (low, high) in _BOUNDS.items():
@@ -110,17 +130,39 @@ class LogConfig:
                 raise ValueError(
                     f"LogConfig.{name}={value!r} is invalid: must be an integer in [{low}, {high}]"
                 )
+        if not isinstance(self.cleanup_policy, frozenset) or not self.cleanup_policy <= set(CLEANUP_POLICIES):
+            raise ValueError(f"LogConfig.cleanup_policy={self.cleanup_policy!r} is invalid: must be a "
+                             f"frozenset of {', '.join(CLEANUP_POLICIES)}")
+        ratio = self.min_cleanable_dirty_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 1:
+            raise ValueError(f"LogConfig.min_cleanable_dirty_ratio={ratio!r} is invalid: must be a "
+                             "number in [0, 1]")
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:  # Kafka's message
+            raise ValueError(f"conflict topic config setting min.compaction.lag.ms "
+                             f"({self.min_compaction_lag_ms}) > max.compaction.lag.ms "
+                             f"({self.max_compaction_lag_ms})")
+
+    @property
+    def compact(self) -> bool:
+        """The cleaner compacts this log (``cleanup.policy`` includes ``compact``): a leader
+        refuses records without a key."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """Retention deletes old segments (``cleanup.policy`` includes ``delete``)."""
+        return "delete" in self.cleanup_policy
 
     @classmethod
     def from_properties(
         cls, props: Mapping[str, str], topic_overrides: Mapping[str, str] | None = None
     ) -> "LogConfig":
         """Build from broker properties, then apply a topic's overrides (topic config names)."""
-        values: dict[str, int] = {}
+        values: dict[str, object] = {}
         for name, keys in _BROKER_KEYS.items():
             for key, factor in keys:
                 if key in props:
-                    values[name] = _parse(key, props[key], name, factor) * factor
+                    values[name] = _parse_value(key, props[key], name, factor)
                     break
         if values.get("retention_ms", 0) < 0:
             values["retention_ms"] = -1  # Kafka: any negative retention time means unlimited
@@ -129,11 +171,40 @@ class LogConfig:
     def with_overrides(self, topic_overrides: Mapping[str, str]) -> "LogConfig":
         """A copy with topic-level settings (``segment.bytes``, ``retention.ms``, ...) applied."""
         values = {
-            name: _parse(key, topic_overrides[key], name)
+            name: _parse_value(key, topic_overrides[key], name)
             for name, key in _TOPIC_KEYS.items()
             if key in topic_overrides
         }
         return dataclasses.replace(self, **values) if values else self
+
+
+def _parse_value(key: str, raw: str, name: str, factor: int = 1) -> object:
+    """Parse one property value for field ``name``, in the field's unit."""
+    if name == "cleanup_policy":
+        return parse_cleanup_policy(key, raw)
+    if name == "min_cleanable_dirty_ratio":
+        return _parse_ratio(key, raw)
+    return _parse(key, raw, name, factor) * factor
+
+
+def parse_cleanup_policy(key: str, raw: str) -> frozenset[str]:
+    """``"compact, delete"`` -> frozenset({"compact", "delete"}); ValueError naming ``key`` for an
+    unknown policy or an empty item (``"compact,"``), as Kafka's list validator refuses them."""
+    text = str(raw).strip()
+    items = [item.strip() for item in text.split(",")] if text else []
+    for item in items:
+        if item not in CLEANUP_POLICIES:
+            raise ValueError(f"invalid value {raw!r} for {key}: {item!r} is not a cleanup policy; "
+                             f"must be a comma-separated list of {', '.join(CLEANUP_POLICIES)}")
+    return frozenset(items)
+
+
+def _parse_ratio(key: str, raw: str) -> float:
+    text = str(raw).strip()
+    value = float(text.rstrip("dDfF")) if _DOUBLE.fullmatch(text) else math.nan
+    if not 0 <= value <= 1:  # NaN fails too
+        raise ValueError(f"invalid value {raw!r} for {key}: must be a number in [0, 1]")
+    return value
 
 
 def _parse(key: str, raw: str, name: str, factor: int = 1) -> int:

@@ -59,7 +59,8 @@ def test_broker_properties(props, field, expected) -> None:
         ({"flush.messages": "10"}, "flush_messages", 10),
         ({"flush.ms": "10"}, "flush_ms", 10),
         ({"max.message.bytes": "300"}, "message_max_bytes", 300),
-        ({"cleanup.policy": "compact"}, "segment_bytes", 2000),  # not a log setting: ignored
+        ({"cleanup.policy": "compact"}, "segment_bytes", 2000),  # others keep the broker's
+        ({"unknown.topic.key": "1"}, "segment_bytes", 2000),  # not a log setting: ignored
     ],
 )
 def test_topic_overrides_win(overrides, field, expected) -> None:
@@ -101,3 +102,112 @@ def test_direct_construction_is_validated() -> None:
         LogConfig(flush_ms=-1)
     with pytest.raises(ValueError, match="retention_ms"):
         LogConfig(retention_ms=True)  # a bool is not an int here
+
+
+# ------------------------------------------------------------------------------ compaction
+
+
+def test_compaction_defaults_are_kafkas() -> None:
+    config = LogConfig()
+    assert config.cleanup_policy == frozenset({"delete"})
+    assert (config.delete, config.compact) == (True, False)
+    assert config.min_cleanable_dirty_ratio == 0.5
+    assert config.min_compaction_lag_ms == 0
+    assert config.max_compaction_lag_ms == 2**63 - 1
+    assert config.delete_retention_ms == 86_400_000
+
+
+@pytest.mark.parametrize(
+    "raw, policy",
+    [
+        ("delete", {"delete"}),
+        ("compact", {"compact"}),
+        ("compact,delete", {"compact", "delete"}),
+        ("delete,compact", {"compact", "delete"}),
+        (" delete , compact ", {"compact", "delete"}),
+        ("compact,compact", {"compact"}),
+        ("", set()),  # Kafka 4.1 accepts an empty list: neither retention nor compaction
+        ("  ", set()),
+    ],
+)
+def test_cleanup_policy_lists(raw, policy) -> None:
+    config = LogConfig().with_overrides({"cleanup.policy": raw})
+    assert config.cleanup_policy == frozenset(policy)
+    assert (config.compact, config.delete) == ("compact" in policy, "delete" in policy)
+
+
+@pytest.mark.parametrize(
+    "props, field, expected",
+    [
+        ({"log.cleanup.policy": "compact"}, "cleanup_policy", frozenset({"compact"})),
+        ({"log.cleaner.min.cleanable.ratio": "0.1"}, "min_cleanable_dirty_ratio", 0.1),
+        ({"log.cleaner.min.compaction.lag.ms": "5"}, "min_compaction_lag_ms", 5),
+        ({"log.cleaner.max.compaction.lag.ms": "7"}, "max_compaction_lag_ms", 7),
+        ({"log.cleaner.delete.retention.ms": "0"}, "delete_retention_ms", 0),
+    ],
+)
+def test_compaction_broker_properties(props, field, expected) -> None:
+    assert getattr(LogConfig.from_properties(props), field) == expected
+
+
+def test_topic_compaction_overrides_win_over_the_broker() -> None:
+    broker = {"log.cleanup.policy": "compact", "log.cleaner.min.cleanable.ratio": "0.9"}
+    config = LogConfig.from_properties(broker, {"cleanup.policy": "delete",
+                                                "min.cleanable.dirty.ratio": "0.01"})
+    assert (config.cleanup_policy, config.min_cleanable_dirty_ratio) == (frozenset({"delete"}), 0.01)
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [("0", 0.0), ("1", 1.0), (" 0.25 ", 0.25), (".5", 0.5), ("5e-1", 0.5), ("1d", 1.0), ("0.5f", 0.5)],
+)
+def test_dirty_ratio_reads_what_java_reads(raw, expected) -> None:
+    assert LogConfig().with_overrides({"min.cleanable.dirty.ratio": raw}).min_cleanable_dirty_ratio == expected
+
+
+@pytest.mark.parametrize(
+    "overrides, key, valid",
+    [
+        ({"cleanup.policy": "foo"}, "cleanup.policy", "compact, delete"),
+        ({"cleanup.policy": "Compact"}, "cleanup.policy", "compact, delete"),
+        ({"cleanup.policy": "compact,"}, "cleanup.policy", "compact, delete"),
+        ({"cleanup.policy": "compact;delete"}, "cleanup.policy", "compact, delete"),
+        ({"min.cleanable.dirty.ratio": "1.5"}, "min.cleanable.dirty.ratio", "[0, 1]"),
+        ({"min.cleanable.dirty.ratio": "-0.1"}, "min.cleanable.dirty.ratio", "[0, 1]"),
+        ({"min.cleanable.dirty.ratio": "abc"}, "min.cleanable.dirty.ratio", "[0, 1]"),
+        ({"min.cleanable.dirty.ratio": "NaN"}, "min.cleanable.dirty.ratio", "[0, 1]"),  # Kafka takes it
+        ({"min.cleanable.dirty.ratio": "Infinity"}, "min.cleanable.dirty.ratio", "[0, 1]"),
+        ({"min.cleanable.dirty.ratio": "1_0"}, "min.cleanable.dirty.ratio", "[0, 1]"),
+        ({"min.cleanable.dirty.ratio": ""}, "min.cleanable.dirty.ratio", "[0, 1]"),
+        ({"min.compaction.lag.ms": "-1"}, "min.compaction.lag.ms", "[0, "),
+        ({"min.compaction.lag.ms": "1.5"}, "min.compaction.lag.ms", "[0, "),
+        ({"max.compaction.lag.ms": "0"}, "max.compaction.lag.ms", "[1, "),
+        ({"delete.retention.ms": "-1"}, "delete.retention.ms", "[0, "),
+        ({"delete.retention.ms": str(2**63)}, "delete.retention.ms", "[0, "),
+    ],
+)
+def test_invalid_compaction_values_name_key_value_and_range(overrides, key, valid) -> None:
+    with pytest.raises(ValueError) as info:
+        LogConfig().with_overrides(overrides)
+    message = str(info.value)
+    assert key in message and repr(overrides[key]) in message and valid in message
+
+
+def test_min_compaction_lag_above_max_is_a_conflict_as_in_kafka() -> None:
+    with pytest.raises(ValueError, match=r"conflict topic config setting min.compaction.lag.ms \(10\) > "
+                                         r"max.compaction.lag.ms \(5\)"):
+        LogConfig().with_overrides({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})
+    with pytest.raises(ValueError, match="conflict"):  # the broker's max, the topic's min
+        LogConfig.from_properties({"log.cleaner.max.compaction.lag.ms": "5"}, {"min.compaction.lag.ms": "6"})
+    assert LogConfig().with_overrides({"min.compaction.lag.ms": "5", "max.compaction.lag.ms": "5"})
+
+
+def test_direct_construction_checks_compaction_fields() -> None:
+    with pytest.raises(ValueError, match="cleanup_policy"):
+        LogConfig(cleanup_policy=frozenset({"forever"}))
+    with pytest.raises(ValueError, match="cleanup_policy"):
+        LogConfig(cleanup_policy={"delete"})  # a set would make the frozen config mutable
+    with pytest.raises(ValueError, match="min_cleanable_dirty_ratio"):
+        LogConfig(min_cleanable_dirty_ratio=1.01)
+    with pytest.raises(ValueError, match="min_cleanable_dirty_ratio"):
+        LogConfig(min_cleanable_dirty_ratio=float("nan"))
