@@ -183,8 +183,25 @@ def read_range(settings: ReadSettings, r: OffsetRange) -> Iterator[pa.RecordBatc
             for batch in (data.to_batches() if isinstance(data, pa.Table) else [data]):
                 batch = _below(batch, r.until_offset)
                 if batch.num_rows:
-                    yield batch
+                    yield _null_empty_headers(batch) if settings.include_headers else batch
             position = consumer.position(tp)
+
+
+_HEADERS_COLUMN = SPARK_KAFKA_SCHEMA_WITH_HEADERS.get_field_index("headers")
+
+
+def _null_empty_headers(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``headers`` null for a record without headers, not an empty array: Spark's Kafka source
+    does so (KafkaRecordToRowConverter), and a job moved between the two must see the same rows
+    (``headers IS NULL``, ``size(headers)`` = -1). The lists' entries are not copied."""
+    headers = batch.column(_HEADERS_COLUMN)
+    empty = pc.equal(pc.list_value_length(headers), 0)
+    if not pc.any(empty).as_py():
+        return batch
+    mask = pc.or_(empty, pc.is_null(headers))
+    offsets = pa.array(headers.offsets.to_numpy(), pa.int32())  # unsliced, as a mask requires
+    nulled = pa.ListArray.from_arrays(offsets, headers.values, type=headers.type, mask=mask)
+    return batch.set_column(_HEADERS_COLUMN, SPARK_KAFKA_SCHEMA_WITH_HEADERS.field(_HEADERS_COLUMN), nulled)
 
 
 def _below(batch: pa.RecordBatch, until_offset: int) -> pa.RecordBatch:

@@ -220,7 +220,8 @@ def expected_source_rows(role: str) -> list[tuple]:
     next_offset = {p: 0 for p in range(PARTITIONS)}
     rows = []
     for key, value, partition, headers in INPUT:
-        rows.append((key, value, role, partition, next_offset[partition], tuple(headers), 0))
+        # No headers read back as null (not an empty array) with both connectors.
+        rows.append((key, value, role, partition, next_offset[partition], tuple(headers) or None, 0))
         next_offset[partition] += 1
     return sorted(rows, key=lambda r: (r[3], r[4]))
 

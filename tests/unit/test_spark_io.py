@@ -71,3 +71,31 @@ def test_sink_schema_accepts_the_kafka_columns():
     check_sink_schema(schema, None)
     # With the topic option, a topic column of another type is ignored (the option wins).
     check_sink_schema(StructType([StructField("value", StringType()), StructField("topic", IntegerType())]), "t")
+
+
+def batch_with_headers(headers):
+    n = len(headers)
+    return pa.RecordBatch.from_arrays([
+        pa.nulls(n, pa.binary()), pa.array([b"v"] * n), pa.array(["t"] * n), pa.array([0] * n, pa.int32()),
+        pa.array(range(n), pa.int64()), pa.array([0] * n, pa.timestamp("us", tz="UTC")), pa.array([0] * n, pa.int32()),
+        pa.array(headers, _io.ARROW_SCHEMA_WITH_HEADERS.field("headers").type),
+    ], schema=_io.ARROW_SCHEMA_WITH_HEADERS)
+
+
+@pytest.mark.parametrize("headers, expected", [
+    ([[], [("h", b"1")], []], [None, [("h", b"1")], None]),  # Spark's Kafka source: null, not []
+    ([[("h", b"1")], [("a", None), ("b", b"")]], [[("h", b"1")], [("a", None), ("b", b"")]]),
+    ([[]], [None]),
+    ([], []),
+])
+def test_records_without_headers_read_as_null_headers(headers, expected):
+    batch = _io._null_empty_headers(batch_with_headers(headers))
+    assert batch.schema.equals(_io.ARROW_SCHEMA_WITH_HEADERS)
+    got = batch.column("headers").to_pylist()
+    assert [None if h is None else [(e["key"], e["value"]) for e in h] for h in got] == expected
+
+
+def test_null_headers_keep_a_sliced_batch_s_rows():
+    batch = batch_with_headers([[("x", b"0")], [], [("h", b"2")], []]).slice(1, 3)
+    got = _io._null_empty_headers(batch).column("headers").to_pylist()
+    assert [None if h is None else [(e["key"], e["value"]) for e in h] for h in got] == [None, [("h", b"2")], None]
