@@ -51,8 +51,13 @@ def size_min(ftype, version: int, flexible: bool) -> int:
     if isinstance(ftype, ArrayOf):
         return 1 if flexible else 4
     regular, _ = _split_fields(ftype, version, flexible)
-    total = sum(size_min(f.type, version, flexible) for f in regular) + (1 if flexible else 0)
+    total = sum(1 if _is_nullable_struct(f, version) else size_min(f.type, version, flexible)
+                for f in regular) + (1 if flexible else 0)
     return max(total, 1)
+
+
+def _is_nullable_struct(f: Field, version: int) -> bool:
+    return isinstance(f.type, StructType) and f.nullable_in(version)
 
 
 # ----------------------------------------------------------------------------------- decoding
@@ -170,6 +175,8 @@ def decoder_source(stype: StructType, version: int, flexible: bool) -> str:
 def value_reader(ftype, nullable: bool, version: int, flexible: bool, what: str) -> Decoder:
     """A ``read(buf, pos) -> (value, pos)`` for one value of ``ftype``."""
     if isinstance(ftype, StructType):
+        if nullable:
+            return _nullable_struct_reader(struct_decoder(ftype, version, flexible), what)
         return struct_decoder(ftype, version, flexible)
     if isinstance(ftype, ArrayOf):
         return _array_reader(ftype.element, nullable, version, flexible, what)
@@ -189,6 +196,20 @@ def value_reader(ftype, nullable: bool, version: int, flexible: bool, what: str)
         return lambda buf, pos: prim.read_varint(buf, pos, what)
     assert ftype is VARLONG, ftype
     return lambda buf, pos: prim.read_varlong(buf, pos, what)
+
+
+def _nullable_struct_reader(read_struct: Decoder, what: str) -> Decoder:
+    """A nullable struct (e.g. DescribeTopicPartitions' Cursor) is an INT8 marker first, as
+    Kafka's generated readers expect: negative for null, else the struct follows."""
+
+    def read(buf, pos):
+        if len(buf) - pos < 1:
+            raise prim.truncated(what, 1, pos, len(buf))
+        if buf[pos] >= 0x80:  # the marker byte is signed: -1 (0xff) is null
+            return None, pos + 1
+        return read_struct(buf, pos + 1)
+
+    return read
 
 
 def _copy_bytes(view, pos):
@@ -348,6 +369,8 @@ def _range_error(owner: str, fixed_runs: list[list[Field]], obj) -> EncodeError:
 def value_writer(ftype, nullable: bool, version: int, flexible: bool, what: str) -> Encoder:
     """A ``write(value, out)`` for one value of ``ftype``."""
     if isinstance(ftype, StructType):
+        if nullable:
+            return _nullable_struct_writer(struct_encoder(ftype, version, flexible))
         return struct_encoder(ftype, version, flexible)
     if isinstance(ftype, ArrayOf):
         return _array_writer(ftype.element, nullable, version, flexible, what)
@@ -363,6 +386,17 @@ def value_writer(ftype, nullable: bool, version: int, flexible: bool, what: str)
         return lambda value, out: out.append(prim.encode_varint(value, what))
     assert ftype is VARLONG, ftype
     return lambda value, out: out.append(prim.encode_varlong(value, what))
+
+
+def _nullable_struct_writer(write_struct: Encoder) -> Encoder:
+    def write(value, out):
+        if value is None:
+            out.append(b"\xff")
+        else:
+            out.append(b"\x01")
+            write_struct(value, out)
+
+    return write
 
 
 def _fixed_writer(ftype: Primitive, what: str) -> Encoder:

@@ -15,12 +15,16 @@ import random
 import uuid
 
 import pytest
+from kafka.protocol.admin.cluster import DescribeClusterRequest as KpDescribeClusterRequest
+from kafka.protocol.admin.cluster import DescribeClusterResponse as KpDescribeClusterResponse
 from kafka.protocol.admin.configs import DescribeConfigsRequest as KpDescribeConfigsRequest
 from kafka.protocol.admin.configs import DescribeConfigsResponse as KpDescribeConfigsResponse
 from kafka.protocol.admin.topics import CreateTopicsRequest as KpCreateTopicsRequest
 from kafka.protocol.admin.topics import CreateTopicsResponse as KpCreateTopicsResponse
 from kafka.protocol.admin.topics import DeleteTopicsRequest as KpDeleteTopicsRequest
 from kafka.protocol.admin.topics import DeleteTopicsResponse as KpDeleteTopicsResponse
+from kafka.protocol.admin.topics import DescribeTopicPartitionsRequest as KpDescribeTopicPartitionsRequest
+from kafka.protocol.admin.topics import DescribeTopicPartitionsResponse as KpDescribeTopicPartitionsResponse
 from kafka.protocol.consumer.fetch import FetchRequest as KpFetchRequest
 from kafka.protocol.consumer.fetch import FetchResponse as KpFetchResponse
 from kafka.protocol.consumer.offsets import ListOffsetsRequest as KpListOffsetsRequest
@@ -58,6 +62,8 @@ KAFKA_PYTHON = {
     ApiKey.INIT_PRODUCER_ID: (KpInitProducerIdRequest, KpInitProducerIdResponse),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (KpOffsetForLeaderEpochRequest, KpOffsetForLeaderEpochResponse),
     ApiKey.DESCRIBE_CONFIGS: (KpDescribeConfigsRequest, KpDescribeConfigsResponse),
+    ApiKey.DESCRIBE_CLUSTER: (KpDescribeClusterRequest, KpDescribeClusterResponse),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (KpDescribeTopicPartitionsRequest, KpDescribeTopicPartitionsResponse),
 }
 
 # kafka-python patches MetadataResponse: both *_authorized_operations ints become a set of bit
@@ -65,6 +71,7 @@ KAFKA_PYTHON = {
 RENAMED = {
     ("MetadataResponse", "cluster_authorized_operations"): "authorized_operations",
     ("MetadataResponseTopic", "topic_authorized_operations"): "authorized_operations",
+    ("DescribeClusterResponse", "cluster_authorized_operations"): "authorized_operations",
 }
 INT32_MIN = -(2**31)
 

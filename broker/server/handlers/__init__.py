@@ -12,7 +12,9 @@ from broker.server.handlers import (
     controlled_shutdown,
     create_topics,
     delete_topics,
+    describe_cluster,
     describe_configs,
+    describe_topic_partitions,
     fetch,
     find_coordinator,
     init_producer_id,
@@ -29,7 +31,8 @@ from broker.wire import SUPPORTED_API_VERSIONS
 __all__ = ["HANDLERS"]
 
 _MODULES: tuple[ModuleType, ...] = (
-    api_versions, controlled_shutdown, create_topics, delete_topics, describe_configs, fetch,
+    api_versions, controlled_shutdown, create_topics, delete_topics, describe_cluster,
+    describe_configs, describe_topic_partitions, fetch,
     find_coordinator, init_producer_id, leader_and_isr, list_offsets, metadata,
     offset_for_leader_epoch, produce, stop_replica, update_metadata,
 )

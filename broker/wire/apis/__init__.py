@@ -22,10 +22,20 @@ from broker.wire.apis.controlled_shutdown import (
 )
 from broker.wire.apis.create_topics import CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse
 from broker.wire.apis.delete_topics import DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse
+from broker.wire.apis.describe_cluster import (
+    DESCRIBE_CLUSTER,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
 from broker.wire.apis.describe_configs import (
     DESCRIBE_CONFIGS,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+)
+from broker.wire.apis.describe_topic_partitions import (
+    DESCRIBE_TOPIC_PARTITIONS,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
 )
 from broker.wire.apis.fetch import FETCH, FetchRequest, FetchResponse
 from broker.wire.apis.find_coordinator import (
@@ -60,7 +70,9 @@ __all__ = [
     "ControlledShutdownRequest", "ControlledShutdownResponse",
     "CreateTopicsRequest", "CreateTopicsResponse",
     "DeleteTopicsRequest", "DeleteTopicsResponse",
+    "DescribeClusterRequest", "DescribeClusterResponse",
     "DescribeConfigsRequest", "DescribeConfigsResponse",
+    "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse",
     "FetchRequest", "FetchResponse",
     "FindCoordinatorRequest", "FindCoordinatorResponse",
     "InitProducerIdRequest", "InitProducerIdResponse",
@@ -92,12 +104,15 @@ class ApiKey(IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 _ALL = (
     PRODUCE, FETCH, LIST_OFFSETS, METADATA, LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA,
     CONTROLLED_SHUTDOWN, FIND_COORDINATOR, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS,
-    INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS,
+    INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS, DESCRIBE_CLUSTER,
+    DESCRIBE_TOPIC_PARTITIONS,
 )
 
 API_SPECS: MappingProxyType[int, ApiSpec] = MappingProxyType({spec.key: spec for spec in _ALL})
@@ -121,6 +136,9 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
+    # What Kafka 4's Java admin client asks before falling back to Metadata (kafka-topics).
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 })
 
 assert {int(key) for key in ApiKey} == set(API_SPECS), "ApiKey and API_SPECS disagree"
