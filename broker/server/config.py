@@ -6,6 +6,14 @@ Kafka does ("was supplied but isn't a known config"), so a Kafka config file wor
 Keys starting with ``log.`` belong to ``LogConfig`` (``broker.log``), which validates the ones it
 knows; ``message.max.bytes`` is read by both.
 
+The log cleaner's broker-wide settings are Kafka's ``log.cleaner.*`` (``log.cleaner.enable``,
+``.threads``, ``.dedupe.buffer.size``, ``.io.buffer.size``, ``.io.max.bytes.per.second``,
+``.backoff.ms``) with Kafka's defaults and bounds, plus two checks Kafka makes at run time: at
+least 1 MiB of dedupe buffer per cleaner thread, and at least one thread (Kafka's validator
+allows 0, which then fails with a division by zero). Stricter than Kafka: ``.io.buffer.size`` and
+``.backoff.ms`` must be at least 1 (0 would mean no read buffer, and a worker that never sleeps
+while nothing is cleanable), ``.io.max.bytes.per.second`` positive.
+
 Keys that Kafka does not have are pylog's own bounds (``purgatory.waiters.max``,
 ``producer.state.entries.max``, ``shutdown.drain.timeout.ms``,
 ``max.inflight.requests.per.connection``), named after the Kafka setting closest in spirit.
@@ -13,8 +21,10 @@ Keys that Kafka does not have are pylog's own bounds (``purgatory.waiters.max``,
 
 from __future__ import annotations
 
+import math
 import re
 import socket
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -46,6 +56,8 @@ class Listener:
 
 _INT32_MAX = (1 << 31) - 1
 _INT64_MAX = (1 << 63) - 1
+_MIB = 1 << 20
+JAVA_DOUBLE_MAX = sys.float_info.max  # Kafka's "unlimited" log.cleaner.io.max.bytes.per.second
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,13 @@ class BrokerConfig:
     controlled_shutdown_enable: bool = True
     controlled_shutdown_max_retries: int = 3
     controlled_shutdown_retry_backoff_ms: int = 5_000
+    # the log cleaner (compaction; broker/server/log_cleaner.py): Kafka's names and defaults
+    log_cleaner_enable: bool = True
+    log_cleaner_threads: int = 1
+    log_cleaner_dedupe_buffer_size_bytes: int = 128 * _MIB  # all threads together
+    log_cleaner_io_buffer_size_bytes: int = 512 * 1024  # all threads together
+    log_cleaner_io_max_bytes_per_second: float = JAVA_DOUBLE_MAX
+    log_cleaner_backoff_ms: int = 15_000
     log: LogConfig = field(default_factory=LogConfig)
     unknown_keys: tuple[str, ...] = ()
     properties: Mapping[str, str] = field(default_factory=dict)  # as given, for DescribeConfigs
@@ -155,11 +174,19 @@ class BrokerConfig:
             controlled_shutdown_max_retries=p.get("controlled.shutdown.max.retries", _non_negative_int, 3),
             controlled_shutdown_retry_backoff_ms=p.get(
                 "controlled.shutdown.retry.backoff.ms", _non_negative_int, 5_000),
+            log_cleaner_enable=p.get("log.cleaner.enable", _bool, True),
+            log_cleaner_threads=p.get("log.cleaner.threads", _positive_int, 1),
+            log_cleaner_dedupe_buffer_size_bytes=p.get("log.cleaner.dedupe.buffer.size", _positive_long, 128 * _MIB),
+            log_cleaner_io_buffer_size_bytes=p.get("log.cleaner.io.buffer.size", _positive_int, 512 * 1024),
+            log_cleaner_io_max_bytes_per_second=p.get(
+                "log.cleaner.io.max.bytes.per.second", _positive_double, JAVA_DOUBLE_MAX),
+            log_cleaner_backoff_ms=p.get("log.cleaner.backoff.ms", _positive_long, 15_000),
             log=_log_config(props),
             properties=MappingProxyType(dict(props)),
         )
         _check_listeners(config)
         _check_replication(config)
+        _check_cleaner(config)
         return replace(config, unknown_keys=_unknown(props, p.known))
 
 
@@ -179,6 +206,16 @@ def _check_replication(config: BrokerConfig) -> None:
     if config.replica_socket_timeout_ms < config.replica_fetch_wait_max_ms:
         raise ConfigError(f"replica.socket.timeout.ms ({config.replica_socket_timeout_ms}) must be at "
                           f"least replica.fetch.wait.max.ms ({config.replica_fetch_wait_max_ms})")
+
+
+def _check_cleaner(config: BrokerConfig) -> None:
+    """Kafka's ``LogCleaner`` requirement: the dedupe buffer is split between the threads, and
+    each share must hold at least 1 MiB."""
+    per_thread = config.log_cleaner_dedupe_buffer_size_bytes // config.log_cleaner_threads
+    if per_thread < _MIB:
+        raise ConfigError(f"log.cleaner.dedupe.buffer.size ({config.log_cleaner_dedupe_buffer_size_bytes}) "
+                          f"must be at least 1 MiB ({_MIB}) per cleaner thread "
+                          f"(log.cleaner.threads={config.log_cleaner_threads})")
 
 
 def _check_listeners(config: BrokerConfig) -> None:
@@ -227,6 +264,18 @@ def _positive_int(key: str, raw: str) -> int:
 
 def _positive_long(key: str, raw: str) -> int:
     return _integer(key, raw, 1, _INT64_MAX)
+
+
+def _positive_double(key: str, raw: str) -> float:
+    """A rate: a positive number (Kafka takes any double here, negatives included, and a
+    negative throttle makes no sense)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{key}={raw!r} is not a number") from None
+    if math.isnan(value) or value <= 0:
+        raise ConfigError(f"{key}={raw!r} must be a positive number")
+    return min(value, JAVA_DOUBLE_MAX)
 
 
 def _int16_positive(key: str, raw: str) -> int:

@@ -1,10 +1,15 @@
 """Topic and broker configs as CreateTopics checks them and DescribeConfigs shows them.
 
 Topic configs pylog knows are the ``LogConfig`` ones (validated by ``LogConfig.with_overrides``,
-so a bad value's message names the key) plus a few it stores but only partly acts on. A name it
-does not know, or a value it would silently ignore (``cleanup.policy=compact`` before compaction
-exists, a broker-side ``compression.type``), is refused with INVALID_CONFIG (40) and a message
-rather than accepted and ignored: the topic would not behave as its creator asked.
+so a bad value's message names the key and what is valid) plus a few it stores but only partly
+acts on. A name it does not know, or a value it would silently ignore (a broker-side
+``compression.type``), is refused with INVALID_CONFIG (40) and a message rather than accepted
+and ignored: the topic would not behave as its creator asked. After each value on its own, the
+topic's log settings are checked together over the broker's (``min.compaction.lag.ms`` above
+``max.compaction.lag.ms`` is Kafka's "conflict topic config setting").
+
+List values are shown as Kafka shows them: items trimmed and joined by commas
+(``cleanup.policy="delete, compact"`` is described as ``delete,compact``).
 
 Each entry carries Kafka's ``ConfigSource`` (KIP-226) and ``ConfigType`` (KIP-569) numbers.
 """
@@ -15,11 +20,12 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from broker.log import LogConfig
-from broker.server.config import BrokerConfig
+from broker.server.config import JAVA_DOUBLE_MAX, BrokerConfig
 
 __all__ = [
     "ConfigEntry",
     "TOPIC_CONFIG_NAMES",
+    "list_value",
     "validate_topic_configs",
     "describe_topic_configs",
     "describe_broker_configs",
@@ -31,7 +37,7 @@ SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 # ConfigDef.Type as sent in DescribeConfigs v3+ (KIP-569)
-TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_LIST = 1, 2, 3, 4, 5, 7
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 4, 5, 6, 7
 
 _LONG_MAX = str((1 << 63) - 1)
 
@@ -63,6 +69,17 @@ def _log_value(field: str) -> Callable[[BrokerConfig], str]:
         raw = getattr(config.log, field)
         return _LONG_MAX if raw is None else str(raw)
     return value
+
+
+def _broker_policy(config: BrokerConfig) -> str:
+    """``log.cleanup.policy`` as the broker was given it (order kept), else Kafka's default."""
+    return list_value(config.properties.get("log.cleanup.policy", "delete"))
+
+
+def list_value(raw: str) -> str:
+    """A LIST config as Kafka shows it: items trimmed, joined by commas."""
+    text = raw.strip()
+    return ",".join(item.strip() for item in text.split(",")) if text else ""
 
 
 def _via_log_config(name: str) -> Callable[[str], str | None]:
@@ -104,6 +121,10 @@ _LOG_TOPIC_CONFIGS = (
     ("flush.messages", "log.flush.interval.messages", TYPE_LONG, "flush_messages"),
     ("flush.ms", "log.flush.interval.ms", TYPE_LONG, "flush_ms"),
     ("max.message.bytes", "message.max.bytes", TYPE_INT, "message_max_bytes"),
+    ("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", TYPE_DOUBLE, "min_cleanable_dirty_ratio"),
+    ("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", TYPE_LONG, "min_compaction_lag_ms"),
+    ("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", TYPE_LONG, "max_compaction_lag_ms"),
+    ("delete.retention.ms", "log.cleaner.delete.retention.ms", TYPE_LONG, "delete_retention_ms"),
 )
 
 _TOPIC_CONFIGS: dict[str, _TopicConfig] = {
@@ -115,8 +136,7 @@ _TOPIC_CONFIGS.update({
         "min.insync.replicas", "min.insync.replicas", TYPE_INT,
         lambda c: str(c.min_insync_replicas), _positive("min.insync.replicas")),
     "cleanup.policy": _TopicConfig(
-        "cleanup.policy", "log.cleanup.policy", TYPE_LIST,
-        lambda c: "delete", _one_of("cleanup.policy", ("delete",))),
+        "cleanup.policy", "log.cleanup.policy", TYPE_LIST, _broker_policy, _via_log_config("cleanup.policy")),
     "compression.type": _TopicConfig(
         "compression.type", "compression.type", TYPE_STRING,
         lambda c: "producer", _one_of("compression.type", ("producer",))),
@@ -132,8 +152,12 @@ _TOPIC_CONFIGS.update({
 TOPIC_CONFIG_NAMES = tuple(sorted(_TOPIC_CONFIGS))
 
 
-def validate_topic_configs(configs: Mapping[str, str | None]) -> str | None:
-    """The first problem with a new topic's configs, as INVALID_CONFIG's message; None if fine."""
+def validate_topic_configs(configs: Mapping[str, str | None],
+                           broker_log: LogConfig | None = None) -> str | None:
+    """The first problem with a new topic's configs, as INVALID_CONFIG's message; None if fine.
+
+    ``broker_log`` is the broker's log configuration the topic's settings apply over (the
+    checks that involve two settings, such as the compaction lags, see both)."""
     for name, value in configs.items():
         known = _TOPIC_CONFIGS.get(name)
         if known is None:
@@ -143,6 +167,10 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> str | None:
         problem = known.check(value)
         if problem is not None:
             return problem
+    try:
+        (broker_log or LogConfig()).with_overrides(configs)
+    except ValueError as exc:
+        return str(exc)
     return None
 
 
@@ -155,7 +183,10 @@ def describe_topic_configs(overrides: Mapping[str, str], broker: BrokerConfig) -
         broker_source = SOURCE_STATIC_BROKER if known.broker_key in broker.properties else SOURCE_DEFAULT
         synonym = (known.broker_key, broker_value, broker_source)
         if name in overrides:
-            entries.append(ConfigEntry(name, overrides[name], SOURCE_DYNAMIC_TOPIC, known.config_type, synonym))
+            value = overrides[name]
+            if known.config_type == TYPE_LIST:
+                value = list_value(value)
+            entries.append(ConfigEntry(name, value, SOURCE_DYNAMIC_TOPIC, known.config_type, synonym))
         else:
             entries.append(ConfigEntry(name, broker_value, broker_source, known.config_type, synonym))
     return entries
@@ -217,9 +248,26 @@ def describe_broker_configs(broker: BrokerConfig) -> list[ConfigEntry]:
         ("log.index.size.max.bytes", log.segment_index_bytes, TYPE_INT),
         ("log.flush.interval.messages", log.flush_messages, TYPE_LONG),
         ("log.flush.interval.ms", _LONG_MAX if log.flush_ms is None else log.flush_ms, TYPE_LONG),
+        ("log.cleanup.policy", _broker_policy(broker), TYPE_LIST),
+        ("log.cleaner.min.cleanable.ratio", log.min_cleanable_dirty_ratio, TYPE_DOUBLE),
+        ("log.cleaner.min.compaction.lag.ms", log.min_compaction_lag_ms, TYPE_LONG),
+        ("log.cleaner.max.compaction.lag.ms", log.max_compaction_lag_ms, TYPE_LONG),
+        ("log.cleaner.delete.retention.ms", log.delete_retention_ms, TYPE_LONG),
+        ("log.cleaner.enable", str(broker.log_cleaner_enable).lower(), TYPE_BOOLEAN),
+        ("log.cleaner.threads", broker.log_cleaner_threads, TYPE_INT),
+        ("log.cleaner.dedupe.buffer.size", broker.log_cleaner_dedupe_buffer_size_bytes, TYPE_LONG),
+        ("log.cleaner.io.buffer.size", broker.log_cleaner_io_buffer_size_bytes, TYPE_INT),
+        ("log.cleaner.io.max.bytes.per.second", _java_double(broker.log_cleaner_io_max_bytes_per_second),
+         TYPE_DOUBLE),
+        ("log.cleaner.backoff.ms", broker.log_cleaner_backoff_ms, TYPE_LONG),
     ]
     return [
         ConfigEntry(name, str(value),
                     SOURCE_STATIC_BROKER if name in broker.properties else SOURCE_DEFAULT, config_type)
         for name, value, config_type in values
     ]
+
+
+def _java_double(value: float) -> str:
+    """Java's ``Double.toString`` for the values Kafka shows (its default Double.MAX_VALUE)."""
+    return "1.7976931348623157E308" if value == JAVA_DOUBLE_MAX else str(value)

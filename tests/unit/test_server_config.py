@@ -39,6 +39,23 @@ def test_defaults():
     assert c.unknown_keys == ()
 
 
+def test_cleaner_defaults_and_names_are_kafkas():
+    c = config()
+    assert (c.log_cleaner_enable, c.log_cleaner_threads, c.log_cleaner_backoff_ms) == (True, 1, 15_000)
+    assert c.log_cleaner_dedupe_buffer_size_bytes == 128 << 20
+    assert c.log_cleaner_io_buffer_size_bytes == 512 << 10
+    assert c.log_cleaner_io_max_bytes_per_second == 1.7976931348623157e308  # Java's Double.MAX_VALUE
+    c = config(**{"log.cleaner.enable": "false", "log.cleaner.threads": "4",
+                  "log.cleaner.dedupe.buffer.size": str(4 << 20), "log.cleaner.io.buffer.size": "1024",
+                  "log.cleaner.io.max.bytes.per.second": "1048576.5", "log.cleaner.backoff.ms": "100",
+                  "log.cleanup.policy": "compact"})
+    assert (c.log_cleaner_enable, c.log_cleaner_threads, c.log_cleaner_dedupe_buffer_size_bytes) == (False, 4, 4 << 20)
+    assert (c.log_cleaner_io_buffer_size_bytes, c.log_cleaner_io_max_bytes_per_second) == (1024, 1048576.5)
+    assert (c.log_cleaner_backoff_ms, c.log.compact, c.log.delete) == (100, True, False)
+    with pytest.raises(ConfigError, match="per cleaner thread"):  # 1 MiB each, as Kafka requires
+        config(**{"log.cleaner.threads": "5", "log.cleaner.dedupe.buffer.size": str(4 << 20)})
+
+
 def test_values_are_read_with_kafka_names():
     c = config(**{
         "listeners": "PLAINTEXT://0.0.0.0:9093", "advertised.listeners": "PLAINTEXT://kafka1:19093",
@@ -94,6 +111,16 @@ def test_log_dir_fallback_and_unknown_keys():
     ("log.retention.check.interval.ms", "0"),
     ("log.segment.bytes", "ten"),
     ("log.retention.ms", "-7"),
+    ("log.cleanup.policy", "forever"),
+    ("log.cleaner.min.cleanable.ratio", "1.01"),
+    ("log.cleaner.min.compaction.lag.ms", "-1"),
+    ("log.cleaner.enable", "on"),
+    ("log.cleaner.threads", "0"),
+    ("log.cleaner.dedupe.buffer.size", "1048575"),  # under 1 MiB for its one thread
+    ("log.cleaner.io.buffer.size", "-1"),
+    ("log.cleaner.io.max.bytes.per.second", "-5"),
+    ("log.cleaner.io.max.bytes.per.second", "NaN"),
+    ("log.cleaner.backoff.ms", "-1"),
 ])
 def test_invalid_values_name_their_key(key, value):
     props = dict(BASE)
@@ -159,7 +186,15 @@ def test_shipped_configs_use_only_known_keys_and_document_the_code_defaults(n):
                   "unclean_leader_election_enable", "auto_leader_rebalance_enable",
                   "leader_imbalance_check_interval_seconds", "leader_imbalance_per_broker_percentage",
                   "controlled_shutdown_enable", "controlled_shutdown_max_retries",
-                  "controlled_shutdown_retry_backoff_ms"):
+                  "controlled_shutdown_retry_backoff_ms", "log_cleaner_enable", "log_cleaner_threads",
+                  "log_cleaner_backoff_ms"):
         key = field.replace("_", ".")
         assert key in props, f"{path.name} does not document {key}"
         assert getattr(shipped, field) == getattr(defaults, field), key
+    for key in ("log.cleanup.policy", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
+                "log.cleaner.min.cleanable.ratio", "log.cleaner.min.compaction.lag.ms",
+                "log.cleaner.max.compaction.lag.ms", "log.cleaner.delete.retention.ms"):
+        assert key in props, f"{path.name} does not document {key}"
+    assert shipped.log == defaults.log
+    assert (shipped.log_cleaner_dedupe_buffer_size_bytes, shipped.log_cleaner_io_buffer_size_bytes) == (
+        defaults.log_cleaner_dedupe_buffer_size_bytes, defaults.log_cleaner_io_buffer_size_bytes)

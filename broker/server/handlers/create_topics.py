@@ -6,7 +6,8 @@ TOPIC_ALREADY_EXISTS (36); partitions / replication factor of -1 mean ``num.part
 ``default.replication.factor`` (KIP-464, kafka-python relies on it), other values below 1 are
 INVALID_PARTITIONS (37) / INVALID_REPLICATION_FACTOR (38); a replication factor above the live
 brokers is 38; a manual assignment must name live brokers, each once per partition (39), and
-excludes counts (42); configs must be ones pylog honours (INVALID_CONFIG 40 with a message).
+excludes counts (42); configs must be ones pylog honours, with valid values, also together over
+the broker's log settings (INVALID_CONFIG 40 with a message naming the key and what is valid).
 ``validate_only`` stops there. Otherwise replicas are assigned round-robin over the live
 brokers (leaders spread, ``replica_assignment``), the topic and its partition states are written
 to ZooKeeper, and the answer waits until this broker's metadata has every partition (at most
@@ -80,7 +81,7 @@ def _plan(ctx: BrokerContext, snapshot: ClusterSnapshot, topic) -> dict[int, lis
         assignment = _manual_assignment(topic, live)
     else:
         assignment = _automatic_assignment(ctx, topic, live)
-    problem = validate_topic_configs({c.name: c.value for c in topic.configs})
+    problem = validate_topic_configs({c.name: c.value for c in topic.configs}, ctx.config.log)
     if problem is not None:
         raise _Refused(ErrorCode.INVALID_CONFIG, problem)
     return assignment
