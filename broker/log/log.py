@@ -423,11 +423,15 @@ class Log:
     @_storage_op
     def delete_old_segments(self, high_watermark: int | None = None) -> int:
         """Retention: delete whole segments past ``retention.ms`` (largest timestamp vs now) or
-        beyond ``retention.bytes``, and segments wholly below the log start offset. The active
-        segment is never deleted; with ``high_watermark``, nor is a segment whose successor
-        starts above it. Returns the number of segments deleted."""
-        deleted = self._delete_retention_ms_breached(high_watermark)
-        deleted += self._delete_retention_size_breached(high_watermark)
+        beyond ``retention.bytes`` when ``cleanup.policy`` includes ``delete`` (a ``compact``-only
+        log keeps them for the cleaner, as Kafka's ``UnifiedLog.deleteOldSegments`` does), and
+        segments wholly below the log start offset whatever the policy. The active segment is
+        never deleted; with ``high_watermark``, nor is a segment whose successor starts above it.
+        Returns the number of segments deleted."""
+        deleted = 0
+        if self._config.delete:
+            deleted += self._delete_retention_ms_breached(high_watermark)
+            deleted += self._delete_retention_size_breached(high_watermark)
         deleted += self._delete_oldest_while(
             lambda _, successor: successor.base_offset <= self._log_start_offset, None
         )
