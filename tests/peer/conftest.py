@@ -56,7 +56,7 @@ def kafka_peer(tmp_path_factory):
                                  overrides=COMMON_BROKER_SETTINGS)
     cluster.start()
     try:
-        yield Peer("kafka", cluster.bootstrap, cluster.ports)
+        yield Peer("kafka", cluster.bootstrap, cluster.ports, [node.home / "data" for node in cluster.nodes])
     finally:
         cluster.stop()
 
@@ -66,7 +66,8 @@ def pylog_peer(zookeeper, tmp_path_factory):
     factory = integration.ClusterFactory(zookeeper.connect_string, tmp_path_factory.mktemp("pylog"))
     try:
         cluster = factory.make(1, overrides=COMMON_BROKER_SETTINGS)
-        yield Peer("pylog", cluster.bootstrap, [b.port for b in cluster.brokers])
+        yield Peer("pylog", cluster.bootstrap, [b.port for b in cluster.brokers],
+                   [b.data_dir for b in cluster.brokers])
     finally:
         factory.close()
 

@@ -4,7 +4,8 @@ settings both systems share, and unique topic names."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from broker.client.admin import AdminClient
 
@@ -19,11 +20,13 @@ _topic_numbers = itertools.count()
 
 @dataclass
 class Peer:
-    """One system under comparison: ``name`` is ``"kafka"`` or ``"pylog"``."""
+    """One system under comparison: ``name`` is ``"kafka"`` or ``"pylog"``. ``data_dirs`` are
+    the brokers' log dirs (``<dir>/<topic>-<partition>/<base offset>.log``), in broker order."""
 
     name: str
     bootstrap: str
     ports: list[int]
+    data_dirs: list[Path] = field(default_factory=list)
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
                      configs: dict[str, str] | None = None) -> str:
