@@ -15,6 +15,7 @@ from broker.records.compression import Compression
 from broker.records.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    KeylessRecordError,
     RecordBatchTooLargeError,
     RecordsError,
     UnsupportedCompressionError,
@@ -35,7 +36,8 @@ from broker.records.header import (
 
 __all__ = [
     "BatchHeader", "BatchLimits", "Compression", "ControlRecord", "ControlType",
-    "CorruptRecordError", "DEFAULT_LIMITS", "HEADER_SIZE", "InvalidRecordError", "LOG_OVERHEAD",
+    "CorruptRecordError", "DEFAULT_LIMITS", "HEADER_SIZE", "InvalidRecordError", "KeylessRecordError",
+    "LOG_OVERHEAD",
     "Record", "RecordBatch", "RecordBatchTooLargeError", "RecordsError",
     "UnsupportedCompressionError", "batch_size_at", "decode_batch", "decode_control_record",
     "encode_batch", "encode_control_batch", "encode_retained_batch", "iter_batches", "read_header",

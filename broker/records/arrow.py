@@ -38,7 +38,13 @@ from broker.records._arrow_columns import (
     trimmed,
 )
 from broker.records.compression import Compression, check_supported, compress, decompress
-from broker.records.errors import CorruptRecordError, InvalidRecordError, RecordBatchTooLargeError
+from broker.records._keyless_kernel import keyless_records
+from broker.records.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    KeylessRecordError,
+    RecordBatchTooLargeError,
+)
 from broker.records.header import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
@@ -141,7 +147,8 @@ def decode_batches(
     return out.to_record_batch(state, topic, partition, include_headers)
 
 
-def check_batches(data, *, limits: BatchLimits = DEFAULT_LIMITS, check_crc: bool = True) -> int:
+def check_batches(data, *, limits: BatchLimits = DEFAULT_LIMITS, check_crc: bool = True,
+                  keys_required: bool = False) -> int:
     """Check that every record of every batch in ``data`` decodes; return the record count.
 
     What a leader must do before it accepts a producer's batch (Kafka's ``LogValidator``): a batch
@@ -151,6 +158,10 @@ def check_batches(data, *, limits: BatchLimits = DEFAULT_LIMITS, check_crc: bool
     coordinator writes them. It walks records with the decode kernel but keeps none of them (an
     empty offset range), so nothing is copied: about 10 ns a record uncompressed (bench/codec.py).
     Raises the typed ``RecordsError`` subclasses, as ``decode_batches`` does.
+
+    ``keys_required`` (a compacted topic): once every record decoded, records without a key are
+    ``KeylessRecordError`` naming each of them. A second, lighter walk over the same buffers
+    (``_keyless_kernel``), run only then, so the check of other topics costs what it did.
     """
     view = memoryview(data).cast("B")
     planner = _Planner(view, limits)
@@ -168,7 +179,8 @@ def check_batches(data, *, limits: BatchLimits = DEFAULT_LIMITS, check_crc: bool
         planner.add(header, pos + HEADER_SIZE, pos + header.size)
     out = _CHECK_OUTPUTS
     state = np.zeros(kernels.STATE_SIZE, np.int64)
-    for buffer, table in planner.plan().segments:
+    segments = planner.plan().segments
+    for buffer, table in segments:
         kernels.decode_records(
             buffer, table, 0, 0, limits.headers_per_record_max, False,
             out.offsets, out.timestamps, out.ts_types,
@@ -180,7 +192,23 @@ def check_batches(data, *, limits: BatchLimits = DEFAULT_LIMITS, check_crc: bool
         if state[kernels.S_ERROR]:
             _raise_decode_error(state, table, limits)
     assert state[kernels.S_ROWS] == 0, "an empty offset range keeps no row"
+    if keys_required:
+        _check_keys(segments, records)
     return records
+
+
+def _check_keys(segments, records: int) -> None:
+    """``KeylessRecordError`` if any record of the checked ``segments`` has a null key."""
+    found = np.empty((records, 2), np.int64)
+    keyless: list[tuple[int, int]] = []
+    first_batch = 0
+    for buffer, table in segments:
+        count = keyless_records(buffer, table, found)
+        assert count >= 0, "decode_records accepted these records"
+        keyless.extend((first_batch + int(b), int(i)) for b, i in found[:count])
+        first_batch += table.shape[0]
+    if keyless:
+        raise KeylessRecordError(tuple(keyless))
 
 
 def _plan_decode(data, start_offset: int, end_offset: int, batch_filter,

@@ -12,6 +12,7 @@ __all__ = [
     "RecordsError",
     "CorruptRecordError",
     "InvalidRecordError",
+    "KeylessRecordError",
     "RecordBatchTooLargeError",
     "UnsupportedCompressionError",
 ]
@@ -33,6 +34,17 @@ class InvalidRecordError(RecordsError):
     """Well-formed bytes that break a rule (too many records or headers, bad control record)."""
 
     kafka_error_code = 87  # INVALID_RECORD
+
+
+class KeylessRecordError(InvalidRecordError):
+    """Records without a key sent to a compacted topic. ``records`` holds (batch number, record
+    index in its batch) of each: Kafka answers one KIP-467 record error per record."""
+
+    def __init__(self, records: tuple[tuple[int, int], ...]) -> None:
+        batch, index = records[0]
+        super().__init__(f"{len(records)} record(s) without a key, which a compacted topic "
+                         f"refuses (the first: record {index} of batch {batch})")
+        self.records = records
 
 
 class RecordBatchTooLargeError(RecordsError):

@@ -46,7 +46,14 @@ from typing import Callable, NamedTuple
 
 from broker.cluster.layout import PartitionState
 from broker.log import Log, LogError, OffsetOutOfRangeError
-from broker.records import BatchHeader, BatchLimits, RecordsError, iter_batches, validate_batch
+from broker.records import (
+    BatchHeader,
+    BatchLimits,
+    KeylessRecordError,
+    RecordsError,
+    iter_batches,
+    validate_batch,
+)
 from broker.records.arrow import check_batches
 from broker.replica.leader_epoch import LeaderEpochCache
 from broker.replica.producer_recovery import load_producer_state, take_snapshot
@@ -76,6 +83,7 @@ class AppendResult(NamedTuple):
     log_start_offset: int = -1
     error_message: str | None = None
     batch_index: int = -1  # the failing batch (KIP-467 record_errors), -1 when none
+    record_errors: tuple[tuple[int, str], ...] = ()  # (record index, message), when per record
     leader_term: int = -1
 
 
@@ -278,7 +286,8 @@ class Partition:
             # No transaction coordinator yet, so no partition can be in a transaction.
             return self._error(Rejected(ErrorCode.INVALID_TXN_STATE,
                                         "transactions are not supported by this broker yet"))
-        bad_records = _check_records(records, limits)
+        bad_records = _check_records(records, limits,
+                                     (self.topic, self.partition) if self.log.config.compact else None)
         if bad_records is not None:
             return self._error(bad_records)
         verdict = self.producer_state.check_append(headers)
@@ -325,6 +334,7 @@ class Partition:
     def _error(self, rejected: Rejected) -> AppendResult:
         return AppendResult(rejected.error_code, error_message=rejected.message,
                             batch_index=rejected.batch_index,
+                            record_errors=rejected.record_errors,
                             log_start_offset=self.log.log_start_offset)
 
     def check_enough_replicas_reach_offset(self, required_offset: int, leader_term: int) -> tuple[bool, int]:
@@ -555,16 +565,31 @@ def _batch_headers(records: memoryview, limits: BatchLimits) -> list[BatchHeader
     return headers
 
 
-def _check_records(records: memoryview, limits: BatchLimits) -> Rejected | None:
+def _check_records(records: memoryview, limits: BatchLimits,
+                   compacted: tuple[str, int] | None = None) -> Rejected | None:
     """Kafka's ``LogValidator`` step: the CRC, then every record of the batch must decode
     (compressed sections decompress within ``decompressed_bytes_max``, no record overruns its
     batch, no control batch from a client). The CRC only proves the bytes are the producer's;
-    without this a batch of garbage with a valid CRC would be stored and fail every consumer."""
+    without this a batch of garbage with a valid CRC would be stored and fail every consumer.
+    ``compacted`` (the topic-partition of a compacted log): every record needs a key."""
     try:
-        check_batches(records, limits=limits, check_crc=True)
+        check_batches(records, limits=limits, check_crc=True, keys_required=compacted is not None)
+    except KeylessRecordError as exc:
+        return _keyless_rejected(exc, *compacted)
     except RecordsError as exc:
         return Rejected(exc.kafka_error_code, str(exc), 0)
     return None
+
+
+def _keyless_rejected(exc: KeylessRecordError, topic: str, partition: int) -> Rejected:
+    """INVALID_RECORD with one KIP-467 record error per keyless record (its index in the batch)
+    and the messages Kafka gives (``LogValidator``, ``RecordValidationException``)."""
+    message = f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}"
+    errors = tuple((index, message) for _, index in exc.records)
+    shown = ", ".join(f"RecordError(batchIndex={index}, message='{text}')" for index, text in errors[:3])
+    summary = (f"One or more records have been rejected due to {len(errors)} record errors in total, "
+               f"and only showing the first three errors at most: [{shown}]")
+    return Rejected(ErrorCode.INVALID_RECORD, summary, errors[0][0], errors)
 
 
 def _first_corrupt_batch(records: memoryview, limits: BatchLimits) -> _BadBatch | None:

@@ -124,11 +124,13 @@ class Duplicate(NamedTuple):
 
 class Rejected(NamedTuple):
     """Do not append; answer ``error_code`` for the partition. ``batch_index`` is the batch of
-    the request's records that failed."""
+    the request's records that failed; ``record_errors`` (record index, message) name single
+    records when the refusal is per record (a keyless record in a compacted topic)."""
 
     error_code: int
     message: str
     batch_index: int = 0
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 Verdict = Accepted | Duplicate | Rejected

@@ -129,8 +129,9 @@ def _response(request, results: dict) -> ProduceResponse:
 
 
 def _partition(index: int, result: AppendResult):
-    record_errors = []
-    if result.batch_index >= 0 and result.error_code != ErrorCode.NONE:
+    record_errors = [_RecordError(batch_index=index, batch_index_error_message=message)
+                     for index, message in result.record_errors]
+    if not record_errors and result.batch_index >= 0 and result.error_code != ErrorCode.NONE:
         record_errors = [_RecordError(batch_index=result.batch_index,
                                       batch_index_error_message=result.error_message)]
     return _Partition(
