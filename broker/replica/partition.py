@@ -70,6 +70,13 @@ ISOLATION_READ_UNCOMMITTED = 0
 ISOLATION_READ_COMMITTED = 1
 REPLICA_LAG_TIME_MAX_MS = 30_000  # replica.lag.time.max.ms
 LOG_END = "log-end"  # purgatory key suffix: (topic, partition, LOG_END) wakes on leader appends
+# Refusals Kafka answers without the log start offset and without record errors
+# (ReplicaManager.appendToLocalLog gives them LogAppendInfo.UNKNOWN_LOG_APPEND_INFO); every
+# other refusal carries both (compared in tests/peer/test_peer_errors.py).
+_REFUSED_WITHOUT_LOG_START = frozenset({
+    ErrorCode.CORRUPT_MESSAGE, ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
+    ErrorCode.KAFKA_STORAGE_ERROR,
+})
 
 
 class AppendResult(NamedTuple):
@@ -302,7 +309,7 @@ class Partition:
             batch = verdict.batch
             return AppendResult(ErrorCode.NONE, batch.first_offset, batch.last_offset, -1,
                                 self.log.log_start_offset, leader_term=self.leader_term)
-        return self._error(verdict)
+        return self._error(verdict._replace(batch_index=-1))  # Kafka: no record errors for sequences
 
     def _append_limits(self, limits: BatchLimits) -> BatchLimits:
         """The broker's limits with this topic's ``max.message.bytes``, made once per change
@@ -332,6 +339,8 @@ class Partition:
                             leader_term=self.leader_term)
 
     def _error(self, rejected: Rejected) -> AppendResult:
+        if rejected.error_code in _REFUSED_WITHOUT_LOG_START:
+            return AppendResult(rejected.error_code, error_message=rejected.message)
         return AppendResult(rejected.error_code, error_message=rejected.message,
                             batch_index=rejected.batch_index,
                             record_errors=rejected.record_errors,
@@ -365,7 +374,9 @@ class Partition:
         try:
             data = self.log.read(fetch_offset, max_bytes, max_offset, min_one_batch)
         except OffsetOutOfRangeError:
-            return self._read_result(ErrorCode.OFFSET_OUT_OF_RANGE, b"")
+            if replica_id >= 0:  # our followers restart at the log start it carries (replica/fetcher.py)
+                return self._read_result(ErrorCode.OFFSET_OUT_OF_RANGE, b"")
+            return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE)  # offsets -1, as Kafka answers consumers
         except LogError as exc:
             return ReadResult(exc.kafka_error_code)
         return self._read_result(ErrorCode.NONE, data.records)

@@ -11,13 +11,12 @@ far, in order (nothing lost, nothing half-appended).
 
 from __future__ import annotations
 
-import itertools
-import socket
 import struct
 import time
 
 import pytest
 from conftest import ClusterFactory
+from raw_socket import Raw
 
 from broker.client import AdminClient, Consumer, Producer
 from broker.records import Compression, Record, encode_batch
@@ -29,7 +28,6 @@ from broker.wire import (
     ErrorCode,
     MetadataRequest,
     ProduceRequest,
-    decode_response,
     encode_request,
     with_size_prefix,
 )
@@ -39,8 +37,6 @@ pytestmark = pytest.mark.integration
 TOPIC = "kept"
 KNOWN_RECORDS = 200
 MESSAGE_MAX_BYTES = 1_048_588  # the broker's default message.max.bytes
-SOCKET_TIMEOUT_S = 10.0
-_correlation_ids = itertools.count(100)
 
 
 class Ledger:
@@ -82,50 +78,6 @@ def broker(zookeeper, tmp_path_factory):
         yield cluster.brokers[0], ledger
     finally:
         factory.close()
-
-
-class Raw:
-    """A raw socket to the broker, speaking frames built with broker.wire (or not at all)."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=SOCKET_TIMEOUT_S)
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send_bytes(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def send(self, api_key: int, version: int, request) -> int:
-        correlation_id = next(_correlation_ids)
-        self.sock.sendall(with_size_prefix(encode_request(api_key, version, correlation_id, "bad-input", request)))
-        return correlation_id
-
-    def receive(self, api_key: int, version: int, correlation_id: int):
-        (size,) = struct.unpack(">i", self._read(4))
-        got, response = decode_response(api_key, version, self._read(size))
-        assert got == correlation_id
-        return response
-
-    def call(self, api_key: int, version: int, request):
-        return self.receive(api_key, version, self.send(api_key, version, request))
-
-    def closed_without_answer(self) -> bool:
-        """True if the broker closed the connection without sending one byte."""
-        try:
-            data = self.sock.recv(1)
-        except ConnectionResetError:
-            return True
-        return data == b""
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            data += chunk
-        return data
 
 
 def api_versions_ok(connection: Raw) -> bool:

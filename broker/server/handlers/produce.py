@@ -1,12 +1,16 @@
 """Produce (key 0), v3-10 served (v0-2 are answered UNSUPPORTED_VERSION by the dispatcher).
 
 Per partition: UNKNOWN_TOPIC_OR_PARTITION (3) or NOT_LEADER_OR_FOLLOWER (6) when this broker
-does not lead it; otherwise ``Partition.append_as_leader`` validates through the header view and
-the log (the errors' ``kafka_error_code``: CORRUPT_MESSAGE 2, MESSAGE_TOO_LARGE 10,
-RECORD_LIST_TOO_LARGE 18, INVALID_RECORD 87, UNSUPPORTED_COMPRESSION_TYPE 76, KAFKA_STORAGE_ERROR
-56) and checks producer sequences before it appends. v8+ responses carry the error message and,
-for a rejected batch, a ``record_errors`` entry (KIP-467; ``batch_index`` is the failing batch,
-0 for a client's single batch: the whole batch was dropped).
+does not lead it; records that are not exactly one magic-2 batch get INVALID_RECORD (87) or
+CORRUPT_MESSAGE (2) by Kafka's rules (``produce_shape``); otherwise
+``Partition.append_as_leader`` validates through the header view and the log (the errors'
+``kafka_error_code``: CORRUPT_MESSAGE 2, MESSAGE_TOO_LARGE 10, RECORD_LIST_TOO_LARGE 18,
+INVALID_RECORD 87, UNSUPPORTED_COMPRESSION_TYPE 76, KAFKA_STORAGE_ERROR 56) and checks producer
+sequences before it appends. v8+ responses carry the error message and, for a batch refused by
+a record or sequence rule, a ``record_errors`` entry (KIP-467; ``batch_index`` is the failing
+batch, 0 for a client's single batch: the whole batch was dropped). As in Kafka, CORRUPT_MESSAGE,
+MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, KAFKA_STORAGE_ERROR and the shape errors carry
+neither record errors nor the log start offset.
 
 Request-level rules: ``acks`` must be 0, 1 or -1, else every partition gets
 INVALID_REQUIRED_ACKS (21). A non-null ``transactional_id`` gets INVALID_TXN_STATE (48) on every
@@ -29,6 +33,7 @@ import asyncio
 from broker.replica.partition import AppendResult
 from broker.server.context import BrokerContext
 from broker.server.handlers.common import local_leader
+from broker.server.handlers.produce_shape import records_shape_error
 from broker.server.network import CloseConnection
 from broker.wire import ApiKey, ErrorCode, ProduceResponse
 
@@ -71,6 +76,9 @@ def _append(ctx: BrokerContext, topic: str, data, acks: int) -> AppendResult:
     partition, error = local_leader(ctx, topic, data.index)
     if partition is None:
         return AppendResult(error)
+    refused = records_shape_error(data.records)
+    if refused is not None:
+        return AppendResult(refused[0], error_message=refused[1])
     return partition.append_as_leader(data.records, acks, ctx.replicas.settings.limits)
 
 

@@ -1,0 +1,240 @@
+"""The same bad request to Apache Kafka and to pylog: the error each answers, compared.
+
+Each scenario sends identical bytes (built with ``broker.wire``) to both brokers at the same
+request version (the highest both advertise, and for the data APIs also an older one clients
+still use), reduces the answer to what a client acts on (error codes, offsets; never the
+free-text message) and compares the two. A deliberate difference is named where it is asserted.
+"""
+
+from __future__ import annotations
+
+import pytest
+from peer_support import COMMON_BROKER_SETTINGS, unique_topic
+from wire_probe import (
+    batch_of,
+    connect,
+    highest_common_version,
+    produce_partition,
+    produce_request,
+    serves_after,
+)
+
+from broker.records.header import CRC_OFFSET
+from broker.wire import (
+    ApiKey,
+    CreateTopicsRequest,
+    ErrorCode,
+    FetchRequest,
+    ListOffsetsRequest,
+    MetadataRequest,
+)
+
+MESSAGE_MAX_BYTES = int(COMMON_BROKER_SETTINGS["message.max.bytes"])
+# Older versions still sent by the clients pylog targets (librdkafka 2.16: Produce 7, Fetch 11,
+# ListOffsets 5 (its default), Metadata 9 or older; kafka-python: Metadata 8).
+OLDER_VERSIONS = {ApiKey.PRODUCE: 7, ApiKey.FETCH: 11, ApiKey.LIST_OFFSETS: 5, ApiKey.METADATA: 8}
+
+
+@pytest.fixture(scope="module")
+def versions(peers) -> dict[int, list[int]]:
+    """Per data API, the versions both sides are compared at."""
+    keys = (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.METADATA, ApiKey.CREATE_TOPICS)
+    chosen = {}
+    for key in keys:
+        high = highest_common_version(peers, key)
+        chosen[key] = sorted({high, OLDER_VERSIONS.get(key, high)})
+    return chosen
+
+
+def compare(peers, observe) -> dict[str, object]:
+    """``observe(peer)`` on each side; returns {"kafka": ..., "pylog": ...}."""
+    return {peer.name: observe(peer) for peer in peers}
+
+
+# ------------------------------------------------------------------------------ unknown topic
+
+
+def produce_answer(peer, version: int, topic: str, batch: bytes, acks: int = -1):
+    with connect(peer) as raw:
+        partition = produce_partition(raw, version, produce_request(topic, batch, acks=acks))
+    return (ErrorCode(partition.error_code).name, partition.base_offset,
+            partition.log_append_time_ms, partition.log_start_offset,
+            [e.batch_index for e in partition.record_errors])
+
+
+def fetch_answer(peer, version: int, topic: str, offset: int):
+    request = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, topics=[
+        FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchPartition(
+            partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])],
+        forgotten_topics_data=[])
+    with connect(peer) as raw:
+        response = raw.call(ApiKey.FETCH, version, request)
+    [answer] = response.responses
+    [partition] = answer.partitions
+    return (ErrorCode(response.error_code).name, ErrorCode(partition.error_code).name,
+            partition.high_watermark, partition.last_stable_offset, partition.log_start_offset,
+            bytes(partition.records or b""))
+
+
+def list_offsets_answer(peer, version: int, topic: str, timestamp: int):
+    request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[ListOffsetsRequest.ListOffsetsTopic(
+        name=topic, partitions=[ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=timestamp)])])
+    with connect(peer) as raw:
+        response = raw.call(ApiKey.LIST_OFFSETS, version, request)
+    [answer] = response.topics
+    [partition] = answer.partitions
+    return ErrorCode(partition.error_code).name, partition.timestamp, partition.offset, partition.leader_epoch
+
+
+def metadata_answer(peer, version: int, topic: str):
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                              allow_auto_topic_creation=False)
+    with connect(peer) as raw:
+        response = raw.call(ApiKey.METADATA, version, request)
+    [answer] = response.topics
+    return (ErrorCode(answer.error_code).name, answer.name, getattr(answer, "topic_id", None),
+            answer.is_internal, len(answer.partitions))
+
+
+def test_unknown_topic_gets_the_same_error_from_every_data_api(peers, versions):
+    topic = unique_topic("never-created")
+    for version in versions[ApiKey.PRODUCE]:
+        seen = compare(peers, lambda p: produce_answer(p, version, topic, batch_of([b"lost"])))
+        assert seen["kafka"] == seen["pylog"], f"Produce v{version}"
+        assert seen["pylog"][0] == "UNKNOWN_TOPIC_OR_PARTITION"
+    for version in versions[ApiKey.FETCH]:
+        seen = compare(peers, lambda p: fetch_answer(p, version, topic, 0))
+        assert seen["kafka"] == seen["pylog"], f"Fetch v{version}"
+        assert seen["pylog"][1] == "UNKNOWN_TOPIC_OR_PARTITION"
+    for version in versions[ApiKey.LIST_OFFSETS]:
+        seen = compare(peers, lambda p: list_offsets_answer(p, version, topic, -1))
+        assert seen["kafka"] == seen["pylog"], f"ListOffsets v{version}"
+        assert seen["pylog"][0] == "UNKNOWN_TOPIC_OR_PARTITION"
+    for version in versions[ApiKey.METADATA]:
+        seen = compare(peers, lambda p: metadata_answer(p, version, topic))
+        assert seen["kafka"] == seen["pylog"], f"Metadata v{version}"
+        assert seen["pylog"][0] == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert all(serves_after(peer) for peer in peers)
+
+
+def test_unknown_partition_of_a_known_topic_gets_the_same_error(peers, versions):
+    topics = {peer.name: peer.create_topic(unique_topic("one-partition")) for peer in peers}
+    version = versions[ApiKey.PRODUCE][-1]
+
+    def observe(peer):
+        with connect(peer) as raw:
+            request = produce_request(topics[peer.name], batch_of([b"nowhere"]), partition=7)
+            partition = produce_partition(raw, version, request)
+        return ErrorCode(partition.error_code).name, partition.base_offset
+
+    seen = compare(peers, observe)
+    assert seen["kafka"] == seen["pylog"] == ("UNKNOWN_TOPIC_OR_PARTITION", -1)
+
+
+# ------------------------------------------------------------------------- invalid topic names
+
+
+INVALID_NAMES = ["x" * 250, "bad/name", "spaces here", "ünïcode", "tab\tname", ".", "..", ""]
+
+
+def create_topics_answer(peer, version: int, names: list[str]) -> dict[str, str]:
+    topics = [CreateTopicsRequest.CreatableTopic(name=n, num_partitions=1, replication_factor=1,
+                                                 assignments=[], configs=[]) for n in names]
+    with connect(peer) as raw:
+        response = raw.call(ApiKey.CREATE_TOPICS, version, CreateTopicsRequest(topics=topics, timeout_ms=10_000))
+    return {t.name: ErrorCode(t.error_code).name for t in response.topics}
+
+
+def test_invalid_topic_names_are_refused_alike(peers, versions):
+    valid = unique_topic("valid-beside-invalid")
+    for version in versions[ApiKey.CREATE_TOPICS]:
+        names = [*INVALID_NAMES, f"{valid}-v{version}"]
+        seen = compare(peers, lambda p: create_topics_answer(p, version, names))
+        assert seen["kafka"] == seen["pylog"], f"CreateTopics v{version}"
+        assert seen["pylog"] == {**{n: "INVALID_TOPIC_EXCEPTION" for n in INVALID_NAMES},
+                                 f"{valid}-v{version}": "NONE"}
+
+
+def test_topic_name_colliding_by_dot_and_underscore_is_refused_alike(peers, versions):
+    base = unique_topic("collide")
+    version = versions[ApiKey.CREATE_TOPICS][-1]
+    for peer in peers:
+        peer.create_topic(f"{base}.a")
+    seen = compare(peers, lambda p: create_topics_answer(p, version, [f"{base}_a"]))
+    assert seen["kafka"] == seen["pylog"] == {f"{base}_a": "INVALID_TOPIC_EXCEPTION"}
+
+
+# ----------------------------------------------------------------------------- bad batches
+
+
+def test_batch_over_message_max_bytes_is_refused_alike(peers, versions):
+    topics = {peer.name: peer.create_topic(unique_topic("too-large")) for peer in peers}
+    batch = batch_of([b"x" * (MESSAGE_MAX_BYTES + 1024)])
+    for version in versions[ApiKey.PRODUCE]:
+        seen = compare(peers, lambda p: produce_answer(p, version, topics[p.name], batch))
+        assert seen["kafka"] == seen["pylog"], f"Produce v{version}"
+        assert seen["pylog"][0] == "MESSAGE_TOO_LARGE"
+    ok = compare(peers, lambda p: produce_answer(p, versions[ApiKey.PRODUCE][-1], topics[p.name],
+                                                 batch_of([b"x" * (MESSAGE_MAX_BYTES - 1024)])))
+    assert ok["kafka"][:2] == ok["pylog"][:2] == ("NONE", 0), "just under the limit is accepted"
+
+
+def test_batch_with_a_bad_crc_is_corrupt_message_alike(peers, versions):
+    topics = {peer.name: peer.create_topic(unique_topic("bad-crc")) for peer in peers}
+    tampered = bytearray(batch_of([b"tampered-%d" % i for i in range(5)]))
+    tampered[-3] ^= 0xFF
+    zeroed = bytearray(batch_of([b"crc-zeroed"]))
+    zeroed[CRC_OFFSET:CRC_OFFSET + 4] = bytes(4)
+    for batch in (bytes(tampered), bytes(zeroed)):
+        for version in versions[ApiKey.PRODUCE]:
+            seen = compare(peers, lambda p: produce_answer(p, version, topics[p.name], batch))
+            assert seen["kafka"] == seen["pylog"], f"Produce v{version}"
+            assert seen["pylog"][0] == "CORRUPT_MESSAGE"
+    # Nothing was appended on either side: the next batch lands at offset 0.
+    seen = compare(peers, lambda p: produce_answer(p, versions[ApiKey.PRODUCE][-1], topics[p.name],
+                                                   batch_of([b"fine"])))
+    assert seen["kafka"] == seen["pylog"]
+    assert seen["pylog"][:2] == ("NONE", 0)
+
+
+# --------------------------------------------------------------------- out-of-range fetch offset
+
+
+def test_fetch_offset_out_of_range_is_answered_alike(peers, versions):
+    topics = {peer.name: peer.create_topic(unique_topic("range")) for peer in peers}
+    for peer in peers:
+        assert produce_answer(peer, versions[ApiKey.PRODUCE][-1], topics[peer.name],
+                              batch_of([b"r%d" % i for i in range(3)]))[:2] == ("NONE", 0)
+    # 3 is the log end (a valid, empty fetch); 4 and far beyond are above it; -1 is below the
+    # log start (0 here: neither side has deleted anything).
+    for offset in (3, 4, 1 << 40, -1):
+        for version in versions[ApiKey.FETCH]:
+            seen = compare(peers, lambda p: fetch_answer(p, version, topics[p.name], offset))
+            assert seen["kafka"] == seen["pylog"], f"Fetch v{version} at offset {offset}"
+            assert seen["pylog"][1] == ("NONE" if offset == 3 else "OFFSET_OUT_OF_RANGE")
+
+
+def _with_magic(magic: int) -> bytes:
+    damaged = bytearray(batch_of([b"old format"]))
+    damaged[16] = magic
+    return bytes(damaged)
+
+
+BAD_SHAPES = {
+    "two batches": lambda: batch_of([b"first"]) + batch_of([b"second"]),
+    "no batch": lambda: b"",
+    "magic 1": lambda: _with_magic(1),
+    "magic 7": lambda: _with_magic(7),
+    "cut short": lambda: batch_of([b"cut short"])[:-5],
+    "length 3": lambda: batch_of([b"tiny length"])[:8] + b"\x00\x00\x00\x03" + bytes(40),
+}
+
+
+@pytest.mark.parametrize("shape", BAD_SHAPES)
+def test_records_of_the_wrong_shape_are_refused_alike(peers, versions, shape):
+    topics = {peer.name: peer.create_topic(unique_topic("shape")) for peer in peers}
+    records = BAD_SHAPES[shape]()
+    for version in versions[ApiKey.PRODUCE]:
+        seen = compare(peers, lambda p: produce_answer(p, version, topics[p.name], records))
+        assert seen["kafka"] == seen["pylog"], f"Produce v{version}"
+        assert seen["pylog"][0] != "NONE"
