@@ -46,6 +46,7 @@ from broker.cluster.layout import BrokerRegistration, EndPoint
 from broker.cluster.zk import KafkaZkClient
 from broker.controller import ControllerSettings
 from broker.log import LogManager, wall_clock_ms
+from broker.log.cleaner.cleaning_pass import CleanerSettings
 from broker.records import BatchLimits
 from broker.replica.fencing import fence_after_unclean_shutdown
 from broker.replica.fetcher import FetcherSettings
@@ -57,6 +58,7 @@ from broker.server.controller import ControllerService
 from broker.server.dispatch import Dispatcher
 from broker.server.inter_broker import InterBrokerConnection, InterBrokerError
 from broker.server.isr_writer import IsrWriter
+from broker.server.log_cleaner import LogCleanerService
 from broker.server.metadata import ClusterSnapshot, MetadataCache
 from broker.server.network import KafkaServer, NetworkLimits
 from broker.server.producer_ids import ProducerIdManager
@@ -113,6 +115,7 @@ class Broker:
             ReplicaSettings(config.producer_id_expiration_ms, config.producer_state_entries_max,
                             config.min_insync_replicas, limits, config.replica_lag_time_max_ms),
         )
+        self.cleaner = _log_cleaner(config, self.replicas, limits, self._now_ms, self._rng)
         self.server = KafkaServer(_Deferred(self), config.listeners[0].host, config.listeners[0].port,
                                   NetworkLimits(config.socket_request_max_bytes, config.max_connections,
                                                 config.max_inflight_requests_per_connection,
@@ -207,6 +210,8 @@ class Broker:
                           group.create_task(self.controller.run(), name="controller"),
                           group.create_task(self.fetchers.run(), name="replica-fetchers"),
                           group.create_task(self.isr_writer.run(), name="isr-writer")]
+            if self.config.log_cleaner_enable:
+                background.append(group.create_task(self.cleaner.run(), name="log-cleaner"))
             stopping = group.create_task(stop.wait(), name="stop")
             await asyncio.wait([stopping, *background], return_when=asyncio.FIRST_COMPLETED)
             logger.info("broker %d stopping", self.config.broker_id)
@@ -327,3 +332,15 @@ def ensure_chroot(connect: str, timeout_ms: int) -> None:
     finally:
         client.stop()
         client.close()
+
+
+def _log_cleaner(config: BrokerConfig, replicas: ReplicaManager, limits: BatchLimits, now_ms, rng) -> LogCleanerService:
+    """Kafka's ``log.cleaner.*`` buffers and rate are for all cleaner threads together."""
+    threads = config.log_cleaner_threads
+    settings = CleanerSettings(
+        dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size_bytes // threads,
+        io_buffer_bytes=max(64 * 1024, config.log_cleaner_io_buffer_size_bytes // threads),
+        io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second / threads,
+        limits=limits._replace(batch_bytes_max=(1 << 31) - 1))
+    return LogCleanerService(replicas, settings, threads=threads, backoff_ms=config.log_cleaner_backoff_ms,
+                             now_ms=now_ms, rng=rng)
