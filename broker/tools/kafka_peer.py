@@ -216,9 +216,7 @@ class ApacheKafkaCluster:
         self.directory.mkdir(parents=True, exist_ok=True)
         cluster_id_file = self.directory / "cluster.id"
         if not cluster_id_file.exists():
-            # Kafka's ids are 16 random bytes in unpadded URL-safe base64 (Uuid.randomUuid()).
-            import base64
-            cluster_id_file.write_text(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=") + "\n")
+            cluster_id_file.write_text(_random_cluster_id() + "\n")
         cluster_id = cluster_id_file.read_text().strip()
         for node in self.nodes:
             node.home.mkdir(parents=True, exist_ok=True)
@@ -352,6 +350,17 @@ def run_peer(args, out, err) -> int:
         state = f"running (pid {pid})" if pid else "stopped"
         print(f"kafka node {node_id}: 127.0.0.1:{port} {state}", file=out)
     return 0
+
+
+def _random_cluster_id() -> str:
+    """Kafka's ``Uuid.randomUuid().toString()``: 16 random bytes in unpadded URL-safe base64,
+    drawn again while it starts with "-" (kafka-storage would read ``-t -abc`` as an option)."""
+    import base64
+
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def _split_setting(item: str) -> tuple[str, str]:

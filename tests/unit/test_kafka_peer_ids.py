@@ -1,0 +1,18 @@
+"""The Apache Kafka launcher's cluster ids are ones kafka-storage accepts on its command line."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from unittest import mock
+
+from broker.tools import kafka_peer
+
+
+def test_a_cluster_id_never_starts_with_a_dash():
+    # Bytes 0xf8.. encode to "-" first in URL-safe base64; the launcher must draw again.
+    dash, plain = uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x01" * 16)
+    with mock.patch.object(kafka_peer.uuid, "uuid4", side_effect=[dash, dash, plain]):
+        cluster_id = kafka_peer._random_cluster_id()
+    assert cluster_id == base64.urlsafe_b64encode(plain.bytes).decode().rstrip("=")
+    assert len(cluster_id) == 22 and not cluster_id.startswith("-")
