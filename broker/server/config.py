@@ -30,6 +30,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Mapping
 
+from broker.cluster.internal_topics import InternalTopicsConfig
 from broker.log import LogConfig
 
 __all__ = ["ConfigError", "BrokerConfig", "Listener", "parse_properties", "parse_overrides",
@@ -113,6 +114,8 @@ class BrokerConfig:
     log_cleaner_io_buffer_size_bytes: int = 512 * 1024  # all threads together
     log_cleaner_io_max_bytes_per_second: float = JAVA_DOUBLE_MAX
     log_cleaner_backoff_ms: int = 15_000
+    # __consumer_offsets / __transaction_state (broker/cluster/internal_topics.py): Kafka's names
+    internal_topics: InternalTopicsConfig = field(default_factory=InternalTopicsConfig)
     log: LogConfig = field(default_factory=LogConfig)
     unknown_keys: tuple[str, ...] = ()
     properties: Mapping[str, str] = field(default_factory=dict)  # as given, for DescribeConfigs
@@ -181,6 +184,7 @@ class BrokerConfig:
             log_cleaner_io_max_bytes_per_second=p.get(
                 "log.cleaner.io.max.bytes.per.second", _positive_double, JAVA_DOUBLE_MAX),
             log_cleaner_backoff_ms=p.get("log.cleaner.backoff.ms", _positive_long, 15_000),
+            internal_topics=_internal_topics(p),
             log=_log_config(props),
             properties=MappingProxyType(dict(props)),
         )
@@ -192,6 +196,21 @@ class BrokerConfig:
 
 def _unknown(props: Mapping[str, str], known: set[str]) -> tuple[str, ...]:
     return tuple(sorted(k for k in props if k not in known and not k.startswith("log.")))
+
+
+def _internal_topics(p: "_Reader") -> InternalTopicsConfig:
+    """Kafka's bounds: every value at least 1; replication factors are int16 (shorts)."""
+    return InternalTopicsConfig(
+        offsets_topic_num_partitions=p.get("offsets.topic.num.partitions", _positive_int, 50),
+        offsets_topic_replication_factor=p.get("offsets.topic.replication.factor", _int16_positive, 3),
+        offsets_topic_segment_bytes=p.get("offsets.topic.segment.bytes", _positive_int, 104_857_600),
+        transaction_state_log_num_partitions=p.get("transaction.state.log.num.partitions", _positive_int, 50),
+        transaction_state_log_replication_factor=p.get(
+            "transaction.state.log.replication.factor", _int16_positive, 3),
+        transaction_state_log_min_isr=p.get("transaction.state.log.min.isr", _positive_int, 2),
+        transaction_state_log_segment_bytes=p.get(
+            "transaction.state.log.segment.bytes", _positive_int, 104_857_600),
+    )
 
 
 def _log_config(props: Mapping[str, str]) -> LogConfig:

@@ -6,10 +6,18 @@ when the topic leaves its own ZooKeeper watch (whichever comes first). The answe
 this broker no longer has the topic (at most ``timeout_ms``, then REQUEST_TIMED_OUT). Unknown
 topics are UNKNOWN_TOPIC_OR_PARTITION (3); v6 may name a topic by id (UNKNOWN_TOPIC_ID 100 when
 no topic has it); ``delete.topic.enable=false`` is TOPIC_DELETION_DISABLED (73).
+
+An internal topic (``__consumer_offsets``, ``__transaction_state``) is refused with
+INVALID_TOPIC_EXCEPTION (17) and a message. This is a deliberate difference from Kafka 4.1,
+whose controller deletes it (error 0; ``tests/peer/test_peer_internal_topics.py`` pins both):
+deleting it throws away every group's committed offsets or every transaction's state, which
+no client should be able to do by accident (Kafka's own ``kafka-topics --delete`` refused it
+client-side while it spoke to ZooKeeper). 17 is the code Produce gives the same topic.
 """
 
 from __future__ import annotations
 
+from broker.cluster.internal_topics import is_internal
 from broker.server.context import BrokerContext
 from broker.server.metadata import ZERO_TOPIC_ID
 from broker.wire import ApiKey, DeleteTopicsResponse, ErrorCode
@@ -38,6 +46,11 @@ async def handle(ctx: BrokerContext, header, request) -> DeleteTopicsResponse:
         if topic is None:
             error = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             results.append(_Result(name=name, topic_id=topic_id, error_code=error))
+            continue
+        if is_internal(topic.name):
+            results.append(_Result(
+                name=topic.name, topic_id=topic.topic_id, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
+                error_message=f"Topic {topic.name} is a Kafka internal topic and is not allowed to be deleted"))
             continue
         error, message = await ctx.controller.delete_topic(topic.name)
         results.append(_Result(name=topic.name, topic_id=topic.topic_id, error_code=error,

@@ -9,7 +9,10 @@
   id, which is fine while Fetch is capped at v12 (reference pitfall 8.5).
 - A missing topic is created only when the request allows it (v4+ flag; implied before v4) and
   ``auto.create.topics.enable`` is true; the answer is then LEADER_NOT_AVAILABLE until it exists,
-  as in Kafka. An illegal name is INVALID_TOPIC_EXCEPTION (17).
+  as in Kafka. An illegal name is INVALID_TOPIC_EXCEPTION (17). An internal topic
+  (``__consumer_offsets``, ``__transaction_state``) is created as FindCoordinator creates it,
+  with its own partition count, replication factor and configs (Kafka's
+  ``AutoTopicCreationManager.creatableTopic``), and is marked ``is_internal``.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from __future__ import annotations
 import logging
 
 from broker.cluster.errors import InvalidTopicError
+from broker.cluster.internal_topics import is_internal
 from broker.cluster.names import validate_topic_name
 from broker.server.context import BrokerContext
+from broker.server.internal_topics import ensure_internal_topic
 from broker.server.metadata import ClusterSnapshot, TopicMetadata, ZERO_TOPIC_ID
 from broker.server.replica_assignment import assign_replicas
 from broker.wire import ApiKey, ErrorCode, MetadataResponse
@@ -31,7 +36,6 @@ API_KEY = ApiKey.METADATA
 _Broker = MetadataResponse.MetadataResponseBroker
 _Topic = MetadataResponse.MetadataResponseTopic
 _Partition = MetadataResponse.MetadataResponsePartition
-_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 async def handle(ctx: BrokerContext, header, request) -> MetadataResponse:
@@ -93,8 +97,12 @@ async def _requested(ctx: BrokerContext, snapshot: ClusterSnapshot, entry, allow
         return _Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=entry.name)
     if not allow_create:
         return _Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=entry.name)
-    error = await _auto_create(ctx, snapshot, entry.name)
-    return _Topic(error_code=error, name=entry.name)
+    if is_internal(entry.name):
+        error = await ensure_internal_topic(ctx, entry.name)
+        error = ErrorCode.LEADER_NOT_AVAILABLE if error == ErrorCode.NONE else error
+    else:
+        error = await _auto_create(ctx, snapshot, entry.name)
+    return _Topic(error_code=error, name=entry.name, is_internal=is_internal(entry.name))
 
 
 async def _auto_create(ctx: BrokerContext, snapshot: ClusterSnapshot, name: str) -> int:
@@ -119,7 +127,7 @@ def _topic(snapshot: ClusterSnapshot, topic: TopicMetadata):
         error_code=ErrorCode.NONE,
         name=topic.name,
         topic_id=topic.topic_id if topic.topic_id is not None else ZERO_TOPIC_ID,
-        is_internal=topic.name in _INTERNAL_TOPICS,
+        is_internal=is_internal(topic.name),
         partitions=[_partition(snapshot, index, view) for index, view in sorted(topic.partitions.items())],
     )
 

@@ -12,6 +12,12 @@ batch, 0 for a client's single batch: the whole batch was dropped). As in Kafka,
 MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, KAFKA_STORAGE_ERROR and the shape errors carry
 neither record errors nor the log start offset.
 
+Internal topics (``__consumer_offsets``, ``__transaction_state``) belong to the coordinators:
+a client's batch for an existing partition of one gets INVALID_TOPIC_EXCEPTION (17) without a
+message, after the shape checks and before leadership, exactly where Kafka's
+``ReplicaManager.appendToLocalLog`` refuses it ("Cannot append to internal topic"); a partition
+that does not exist stays UNKNOWN_TOPIC_OR_PARTITION (3), as Kafka checks its metadata first.
+
 Request-level rules: ``acks`` must be 0, 1 or -1, else every partition gets
 INVALID_REQUIRED_ACKS (21). A non-null ``transactional_id`` gets INVALID_TXN_STATE (48) on every
 partition until the transaction coordinator exists: librdkafka treats 48 as a permanent error
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.cluster.internal_topics import is_internal
 from broker.replica.partition import AppendResult
 from broker.server.context import BrokerContext
 from broker.server.handlers.common import local_leader
@@ -74,11 +81,14 @@ def _no_response(results: dict) -> None:
 
 def _append(ctx: BrokerContext, topic: str, data, acks: int) -> AppendResult:
     partition, error = local_leader(ctx, topic, data.index)
-    if partition is None:
+    internal = is_internal(topic) and error != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if partition is None and not internal:
         return AppendResult(error)
     refused = records_shape_error(data.records)
     if refused is not None:
         return AppendResult(refused[0], error_message=refused[1])
+    if internal:  # only the coordinators write here, not through Produce
+        return AppendResult(ErrorCode.INVALID_TOPIC_EXCEPTION)
     return partition.append_as_leader(data.records, acks, ctx.replicas.settings.limits)
 
 
