@@ -17,10 +17,21 @@ from broker.client.metadata import Cluster, PartitionMetadata, describe_topic_er
 from broker.client.offsets import isolation_level_code, list_offsets, offset_spec_timestamp
 from broker.wire import ApiKey, ErrorCode
 
-__all__ = ["AdminClient", "TopicDescription"]
+__all__ = ["AdminClient", "ConfigValue", "TopicDescription"]
 
 _RESOURCE_TYPE_TOPIC = 2
 _RESOURCE_TYPE_BROKER = 4
+_SOURCE_DEFAULT = 5  # DescribeConfigs v1+ ConfigSource.DEFAULT_CONFIG
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    """One config as DescribeConfigs reports it; ``is_default``: nobody set it (Kafka's
+    ``ConfigEntry.isDefault``, which ``kafka-topics --describe`` leaves out of ``Configs:``)."""
+
+    name: str
+    value: str | None
+    is_default: bool
 
 
 @dataclass(frozen=True)
@@ -159,6 +170,26 @@ class AdminClient:
     def describe_configs(self, topic: str) -> dict[str, str | None]:
         """The topic's configuration as the broker reports it (DescribeConfigs)."""
         return self._describe_configs(_RESOURCE_TYPE_TOPIC, topic, None)
+
+    def describe_topic_configs(self, topics: Sequence[str]) -> dict[str, list[ConfigValue]]:
+        """Every config of each topic in one DescribeConfigs request, in the broker's order."""
+        if not topics:
+            return {}
+        conn = self.cluster.any_connection()
+        version = conn.version_for(ApiKey.DESCRIBE_CONFIGS)
+        response = conn.request(ApiKey.DESCRIBE_CONFIGS, {
+            "resources": [{"resource_type": _RESOURCE_TYPE_TOPIC, "resource_name": name,
+                           "configuration_keys": None} for name in topics],
+        }, version)
+        described = {}
+        for result in response.results:
+            if result.error_code != ErrorCode.NONE:
+                raise KafkaError(result.error_code,
+                                 f"{result.resource_name!r}: {result.error_message or ''}".rstrip(": "))
+            described[result.resource_name] = [
+                ConfigValue(c.name, c.value, c.config_source == _SOURCE_DEFAULT if version >= 1 else c.is_default)
+                for c in result.configs]
+        return described
 
     def describe_broker_configs(self, broker_id: int) -> dict[str, str | None]:
         return self._describe_configs(_RESOURCE_TYPE_BROKER, str(broker_id), broker_id)

@@ -8,7 +8,10 @@ non-zero, never with a traceback. ``describe`` prints Kafka's layout::
     	Topic: orders	Partition: 0	Leader: 1	Replicas: 1,2,3	Isr: 1,2	Offline: 3
 
 ``Offline`` (replicas on brokers that are not registered) appears only when there are some, as in
-Kafka. ``--under-replicated-partitions`` keeps partitions whose ISR is smaller than their replica
+Kafka. The topic line also carries ``CleanupPolicy`` (``delete``, ``compact`` or both: what
+retention and the log cleaner do with the topic) and Kafka's ``Configs`` (the settings that are
+not defaults, ``k=v`` joined by commas). The topic line is where the cleaner's figures join
+(``_compaction_columns``); a compacted partition's dirty ratio will join its partition line. ``--under-replicated-partitions`` keeps partitions whose ISR is smaller than their replica
 list, ``--unavailable-partitions`` those without a live leader: the two questions an operator asks
 after a broker dies.
 """
@@ -19,6 +22,7 @@ import argparse
 from typing import TextIO
 
 from broker.client import AdminClient, ClientConfig, KafkaError
+from broker.client.admin import ConfigValue
 from broker.cluster.names import COLLISION_WARNING, has_collision_chars, validate_topic_name
 
 __all__ = ["add_topics_parser", "run_topics", "parse_configs"]
@@ -126,11 +130,14 @@ def _describe(admin: AdminClient, args, out: TextIO, err: TextIO | None) -> int:
     under = getattr(args, "under_replicated_partitions", False)
     unavailable = getattr(args, "unavailable_partitions", False)
     filtered = under or unavailable
+    configs = {} if filtered else admin.describe_topic_configs([t.name for t in topics])
     for topic in topics:
         if not filtered:  # Kafka prints the topic line only for a full description
             topic_id = str(topic.topic_id) if topic.topic_id is not None else "none"
             print(f"Topic: {topic.name}\tTopicId: {topic_id}\tPartitionCount: {len(topic.partitions)}\t"
-                  f"ReplicationFactor: {topic.replication_factor}", file=out)
+                  f"ReplicationFactor: {topic.replication_factor}"
+                  f"{_compaction_columns(configs.get(topic.name, []))}"
+                  f"\tConfigs: {_non_default(configs.get(topic.name, []))}", file=out)
         for p in topic.partitions:
             if under and len(p.isr) >= len(p.replicas):
                 continue
@@ -147,6 +154,17 @@ def _delete(admin: AdminClient, args, out: TextIO, err: TextIO | None) -> int:
     admin.delete_topics(args.topic)
     print(f"Deleted topic {args.topic}.", file=out)
     return 0
+
+
+def _compaction_columns(configs: list[ConfigValue]) -> str:
+    """``\tCleanupPolicy: compact``: the topic's policy, overridden or the broker's (a broker
+    that does not report it runs Kafka's default, delete)."""
+    policy = next((c.value for c in configs if c.name == "cleanup.policy"), None)
+    return f"\tCleanupPolicy: {policy if policy is not None else 'delete'}"
+
+
+def _non_default(configs: list[ConfigValue]) -> str:
+    return ",".join(f"{c.name}={c.value}" for c in configs if not c.is_default)
 
 
 def _ids(ids) -> str:

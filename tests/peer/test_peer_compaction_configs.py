@@ -4,11 +4,14 @@ The same CreateTopics (validate_only) with good and bad compaction configs goes 
 error codes must match; a topic created with ``cleanup.policy=compact`` must be described alike
 (value, source, type and synonyms of each compaction config); a produce of keyless records to a
 compacted topic must fail alike (error code, offsets, record errors and messages: the topic name
-is the same on both sides, so even the text is compared).
+is the same on both sides, so even the text is compared); ``pylog topics`` creates and describes a
+compacted topic on both.
 """
 
 from __future__ import annotations
 
+import argparse
+import io
 import time
 
 import pytest
@@ -16,6 +19,7 @@ from peer_support import unique_topic
 
 from broker.client.connection import BrokerConnection
 from broker.records import Record, encode_batch
+from broker.tools.topics import add_topics_parser, run_topics
 from broker.wire import ApiKey, ErrorCode
 
 COMPACTION_KEYS = ("cleanup.policy", "min.cleanable.dirty.ratio", "min.compaction.lag.ms",
@@ -111,3 +115,24 @@ def test_keyless_records_to_a_compacted_topic_fail_alike(peers):
         seen = {peer.name: produce_answer(peer, topic, keys) for peer in peers}
         assert seen["kafka"] == seen["pylog"], keys
     assert seen["pylog"][:2] == ("NONE", 1)  # the refused batches took no offsets on either side
+
+
+def pylog_topics(peer, *argv: str) -> str:
+    """``pylog topics ...`` (broker/tools/topics.py) against ``peer``; its standard output."""
+    parser = argparse.ArgumentParser()
+    add_topics_parser(parser.add_subparsers(dest="command"))
+    out = io.StringIO()
+    args = parser.parse_args(["topics", argv[0], "--bootstrap-server", peer.bootstrap, *argv[1:]])
+    assert run_topics(args, out, io.StringIO()) == 0
+    return out.getvalue()
+
+
+def test_pylog_topics_creates_and_describes_a_compacted_topic_on_both(peers):
+    topic = unique_topic("cli")
+    for peer in peers:
+        assert pylog_topics(peer, "create", "--topic", topic, "--config", "cleanup.policy=compact",
+                            "--config", "min.cleanable.dirty.ratio=0.01") == f"Created topic {topic}.\n"
+        head = pylog_topics(peer, "describe", "--topic", topic).splitlines()[0].split("\t")
+        assert head[4] == "CleanupPolicy: compact", (peer, head)
+        configs = head[5].removeprefix("Configs: ").split(",")
+        assert {"cleanup.policy=compact", "min.cleanable.dirty.ratio=0.01"} <= set(configs), (peer, head)

@@ -59,10 +59,13 @@ def test_topics_create_list_describe_delete(kafka):
     kafka.create_topic("other", 1)
     assert topics(kafka, "list") == "other\nt\n"
     assert topics(kafka, "describe", "--topic", "t") == (
-        "Topic: t\tTopicId: none\tPartitionCount: 2\tReplicationFactor: 1\n"
+        "Topic: t\tTopicId: none\tPartitionCount: 2\tReplicationFactor: 1\tCleanupPolicy: compact\t"
+        "Configs: cleanup.policy=compact,retention.ms=1000\n"
         "\tTopic: t\tPartition: 0\tLeader: 0\tReplicas: 0\tIsr: 0\n"
         "\tTopic: t\tPartition: 1\tLeader: 1\tReplicas: 1\tIsr: 1\n"
     )
+    assert topics(kafka, "describe", "--topic", "other").startswith(
+        "Topic: other\tTopicId: none\tPartitionCount: 1\tReplicationFactor: 1\tCleanupPolicy: delete\tConfigs: \n")
     kafka.set_leader("other", 0, -1)
     assert "Partition: 0\tLeader: none\t" in topics(kafka, "describe")
     assert topics(kafka, "delete", "--topic", "t") == "Deleted topic t.\n"
