@@ -1,0 +1,285 @@
+"""Apache Kafka's own command-line tools against pylog, and the same tool against Apache Kafka.
+
+Each tool runs as its ``bin/`` script would run it (``run_kafka_tool``: the Java admin client,
+producer and consumer of Kafka 4.1), once per system and both at once (a tool's JVM takes about
+a second to start; two start side by side in little more). What a tool prints is parsed, checked
+against what the test put in, and compared between the two systems after the parts that must
+differ (ports, ids, paths) are normalised. Differences kept on purpose are named where they are
+normalised, with the reason.
+
+kafka-consumer-perf-test subscribes with a consumer group (4.1 has no assign mode), and pylog has no
+group coordinator yet (issue 14: FindCoordinator answers COORDINATOR_NOT_AVAILABLE): against pylog
+the test asserts the tool's clear "timeout exceeded" outcome within its --timeout, not a hang.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from peer_support import Peer, unique_topic
+
+from broker.client.admin import AdminClient
+from broker.client.producer import Producer
+from broker.tools.kafka_peer import run_kafka_tool
+
+TOOL_TIMEOUT_S = 90.0
+DEADLINE_S = 30.0
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    returncode: int
+    out: str
+    err: str
+    seconds: float
+
+    def ok(self) -> "ToolRun":
+        assert self.returncode == 0, f"exit {self.returncode}:\n{self.err[-3000:]}\n{self.out[-2000:]}"
+        return self
+
+
+def tool(name: str, args: list[str], input: bytes | None = None) -> ToolRun:
+    started = time.monotonic()
+    result = run_kafka_tool(name, args, input=input, timeout_s=TOOL_TIMEOUT_S)
+    return ToolRun(result.returncode, result.stdout.decode(errors="replace"),
+                   result.stderr.decode(errors="replace"), time.monotonic() - started)
+
+
+def on_both(peers: tuple[Peer, Peer], run: Callable[[Peer], object]) -> dict[str, object]:
+    """``run(peer)`` for Apache Kafka and pylog side by side: ``{"kafka": ..., "pylog": ...}``."""
+    with ThreadPoolExecutor(max_workers=len(peers)) as pool:
+        futures = {peer.name: pool.submit(run, peer) for peer in peers}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = DEADLINE_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s} s: {what}")
+        time.sleep(0.05)
+
+
+# ------------------------------------------------------------------------------ kafka-topics
+
+
+def topics(peer: Peer, *args: str) -> ToolRun:
+    return tool("kafka-topics", ["--bootstrap-server", peer.bootstrap, *args])
+
+
+def parse_describe(text: str, topic: str) -> tuple[dict, list[dict]]:
+    """kafka-topics --describe: the topic line's fields and one dict per partition line, with the
+    topic id dropped (see the test) and the Configs list sorted (Java prints a hash map's order)."""
+    header, partitions = {}, []
+    for line in text.splitlines():
+        fields = dict(part.split(": ", 1) if ": " in part else (part.rstrip(":"), "")
+                      for part in line.strip().split("\t"))
+        if line.startswith("Topic: "):
+            header = fields
+        elif line.startswith("\tTopic: "):
+            partitions.append(fields)
+    assert header.get("Topic") == topic, text
+    header.pop("TopicId", None)
+    header["Configs"] = sorted(filter(None, header["Configs"].split(",")))
+    return header, partitions
+
+
+def test_kafka_topics_create_list_describe_delete(peers):
+    topic = unique_topic("tools-topics")
+    created = on_both(peers, lambda p: topics(p, "--create", "--topic", topic, "--partitions", "3",
+                                              "--replication-factor", "1",
+                                              "--config", "retention.ms=3600000",
+                                              "--config", "segment.bytes=1048576"))
+    for run in created.values():
+        assert run.ok().out.strip() == f"Created topic {topic}."
+
+    listed = on_both(peers, lambda p: topics(p, "--list", "--exclude-internal"))
+    for run in listed.values():
+        assert topic in run.ok().out.split()
+
+    described = on_both(peers, lambda p: topics(p, "--describe", "--topic", topic))
+    kafka, pylog = (parse_describe(described[name].ok().out, topic) for name in ("kafka", "pylog"))
+    for header, partitions in (kafka, pylog):
+        assert (header["PartitionCount"], header["ReplicationFactor"]) == ("3", "1")
+        assert {"retention.ms=3600000", "segment.bytes=1048576"} <= set(header["Configs"])
+        assert [p["Partition"] for p in partitions] == ["0", "1", "2"]
+    # Named: Kafka 4 (KRaft, KIP-966) stores min.insync.replicas as a cluster-wide dynamic default
+    # when the storage is formatted, so it is not a DEFAULT_CONFIG and kafka-topics lists it; pylog
+    # (ZooKeeper mode, no dynamic broker configs) has it as a plain default.
+    kafka[0]["Configs"].remove("min.insync.replicas=1")
+    assert pylog[0] == kafka[0]
+
+    def node_free(partition: dict) -> dict:  # broker ids differ (Kafka's node 1, pylog's broker 1 or 0)
+        return {k: v for k, v in partition.items() if k not in ("Leader", "Replicas", "Isr")}
+
+    assert [node_free(p) for p in pylog[1]] == [node_free(p) for p in kafka[1]]
+    for _, partitions in (kafka, pylog):
+        # Elr and LastKnownElr come from DescribeTopicPartitions (pylog: empty, never "N/A").
+        assert all(p["Leader"] == p["Replicas"] == p["Isr"] and p["Elr"] == p["LastKnownElr"] == ""
+                   for p in partitions)
+
+    deleted = on_both(peers, lambda p: topics(p, "--delete", "--topic", topic))
+    for peer in peers:
+        assert deleted[peer.name].ok().out == ""
+        with AdminClient(peer.bootstrap) as admin:
+            wait_until(lambda: topic not in admin.list_topics(), f"{topic} deleted on {peer}")
+
+
+# -------------------------------------------------- console producer, get-offsets, console consumer
+
+CONSOLE_LINES = [  # headers<TAB>key<TAB>value, as kafka-console-producer parses them below
+    "h1:a,h2:b\tk0\tv0",
+    "h3:c\tk1\tv1",
+    "<NULL>\tk2\t<NULL>",  # no headers, null value
+    "h4:\tk3\tünïcødé ✓",  # a header with an empty value
+    "h5:e\tk4\tv4",
+    "h6:f\tk5\tv5",
+    "h7:g\tk6\tv6",
+    "h8:h\tk7\tv7",
+]
+NULL_MARKER = "<NULL>"
+
+
+def get_offsets(peer: Peer, topic: str, time_spec: str) -> dict[int, int]:
+    """kafka-get-offsets: ``{partition: offset}`` from its ``topic:partition:offset`` lines."""
+    run = tool("kafka-get-offsets", ["--bootstrap-server", peer.bootstrap, "--topic", topic,
+                                     "--time", time_spec]).ok()
+    answer = {}
+    for line in run.out.split():
+        name, partition, offset = line.rsplit(":", 2)
+        assert name == topic, run.out
+        answer[int(partition)] = int(offset) if offset else None
+    return answer
+
+
+def console_consume(peer: Peer, topic: str, partition: int, count: int) -> list[str]:
+    run = tool("kafka-console-consumer", [
+        "--bootstrap-server", peer.bootstrap, "--topic", topic, "--partition", str(partition),
+        "--offset", "earliest", "--max-messages", str(count),
+        "--property", "print.partition=true", "--property", "print.offset=true",
+        "--property", "print.headers=true", "--property", "print.key=true",
+        "--property", f"null.literal={NULL_MARKER}", "--property", "print.timestamp=false",
+    ]).ok()
+    assert f"Processed a total of {count} messages" in run.err
+    return run.out.splitlines()
+
+
+def test_console_producer_get_offsets_and_console_consumer(peers):
+    topic = unique_topic("tools-console")
+    for peer in peers:
+        peer.create_topic(topic, partitions=2)
+    lines = "".join(line + "\n" for line in CONSOLE_LINES).encode()
+    produced = on_both(peers, lambda p: tool("kafka-console-producer", [
+        "--bootstrap-server", p.bootstrap, "--topic", topic, "--property", "parse.key=true",
+        "--property", "parse.headers=true", "--property", f"null.marker={NULL_MARKER}"], input=lines))
+    for run in produced.values():
+        run.ok()
+
+    ends = on_both(peers, lambda p: get_offsets(p, topic, "-1"))
+    # The Java producer places keyed records by murmur2: the same partitions on both systems.
+    assert ends["pylog"] == ends["kafka"] and sum(ends["kafka"].values()) == len(CONSOLE_LINES)
+    assert all(count > 0 for count in ends["kafka"].values()), ends  # both partitions are read below
+    starts = on_both(peers, lambda p: get_offsets(p, topic, "-2"))
+    assert starts["pylog"] == starts["kafka"] == {0: 0, 1: 0}
+
+    def consume_all(peer: Peer) -> list[str]:
+        return [line for partition, count in sorted(ends[peer.name].items())
+                for line in console_consume(peer, topic, partition, count)]
+
+    consumed = on_both(peers, consume_all)
+    assert consumed["pylog"] == consumed["kafka"]
+    seen = []
+    for line in consumed["pylog"]:
+        partition, offset, headers, key, value = line.split("\t")
+        assert partition.startswith("Partition:") and offset.startswith("Offset:")
+        headers = NULL_MARKER if headers == "NO_HEADERS" else headers
+        seen.append(f"{headers}\t{key}\t{value}")
+    assert sorted(seen) == sorted(CONSOLE_LINES)
+
+
+# ---------------------------------------------------------------- producer and consumer perf tests
+
+PERF_RECORDS = 20_000
+
+
+@pytest.fixture(scope="module")
+def perf_topic(peers):
+    """kafka-producer-perf-test's PERF_RECORDS records of 100 bytes, on each system."""
+    topic = unique_topic("tools-perf")
+    for peer in peers:
+        peer.create_topic(topic, partitions=2)
+    runs = on_both(peers, lambda p: tool("kafka-producer-perf-test", [
+        "--topic", topic, "--num-records", str(PERF_RECORDS), "--record-size", "100",
+        "--throughput", "-1", "--producer-props", f"bootstrap.servers={p.bootstrap}", "acks=all"]))
+    return topic, runs
+
+
+def test_producer_perf_test(peers, perf_topic):
+    topic, runs = perf_topic
+    for peer in peers:
+        summary = runs[peer.name].ok().out.strip().splitlines()[-1]
+        assert re.match(rf"{PERF_RECORDS} records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), "
+                        r"[\d.]+ ms avg latency, [\d.]+ ms max latency, \d+ ms 50th, \d+ ms 95th, "
+                        r"\d+ ms 99th, \d+ ms 99.9th\.$", summary), summary
+    ends = on_both(peers, lambda p: get_offsets(p, topic, "latest"))
+    for peer in peers:
+        assert sum(ends[peer.name].values()) == PERF_RECORDS, ends
+
+
+def consumer_perf(peer: Peer, topic: str, timeout_ms: int) -> tuple[ToolRun, dict[str, str]]:
+    run = tool("kafka-consumer-perf-test", ["--bootstrap-server", peer.bootstrap, "--topic", topic,
+                                            "--messages", str(PERF_RECORDS), "--timeout", str(timeout_ms)])
+    header, row = [line for line in run.ok().out.splitlines() if not line.startswith("WARNING")][-2:]
+    return run, dict(zip(header.split(", "), row.split(", ")))
+
+
+def test_consumer_perf_test_needs_a_group_coordinator(peers, perf_topic):
+    """kafka-consumer-perf-test 4.1 always subscribes with a group (its --group defaults to
+    perf-consumer-N; it has no option to assign partitions), so it needs a group coordinator.
+    pylog has none yet (issue 14): the tool gets COORDINATOR_NOT_AVAILABLE, consumes nothing and
+    says so when its --timeout passes. This test pins that clear failure; when the coordinator
+    lands it fails, and pylog must then consume everything, as Apache Kafka does here."""
+    topic, _ = perf_topic
+    timeout_ms = 2000
+    runs = on_both(peers, lambda p: consumer_perf(p, topic, timeout_ms if p.name == "pylog" else 30_000))
+    kafka_run, kafka_stats = runs["kafka"]
+    assert int(kafka_stats["data.consumed.in.nMsg"]) == PERF_RECORDS
+    assert "WARNING" not in kafka_run.out
+    pylog_run, pylog_stats = runs["pylog"]
+    assert int(pylog_stats["data.consumed.in.nMsg"]) == 0
+    assert (f"WARNING: Exiting before consuming the expected number of messages: timeout "
+            f"({timeout_ms} ms) exceeded.") in pylog_run.out
+    assert pylog_run.seconds < timeout_ms / 1000 + DEADLINE_S  # a clear failure, not a hang
+
+
+# ------------------------------------------------------------------- kafka-get-offsets by time
+
+
+def test_get_offsets_by_time(peers):
+    topic = unique_topic("tools-offsets")
+    base_ms = (int(time.time()) - 600) * 1000  # recent: no retention check may drop the segment
+    sent = {0: [1000, 2000, 3000], 1: [1500, 500]}  # partition: record timestamps - base_ms
+    for peer in peers:
+        peer.create_topic(topic, partitions=2)
+        with Producer(peer.bootstrap, linger_ms=0) as producer:
+            for partition, stamps in sent.items():
+                for stamp in stamps:
+                    producer.send(topic, b"v%d" % stamp, key=b"k", partition=partition,
+                                  timestamp_ms=base_ms + stamp)
+                producer.flush()
+    expected = {
+        "-1": {0: 3, 1: 2},                # latest
+        "-2": {0: 0, 1: 0},                # earliest
+        "-3": {0: 2, 1: 0},                # max timestamp (KIP-734): the record's own offset
+        str(base_ms + 1200): {0: 1, 1: 0},  # first offset with a timestamp at or after
+        str(base_ms + 2500): {0: 2},       # partition 1 has none that late: not printed
+    }
+    answers = on_both(peers, lambda p: {spec: get_offsets(p, topic, spec) for spec in expected})
+    assert answers["kafka"] == expected
+    assert answers["pylog"] == expected
