@@ -214,3 +214,23 @@ def test_a_crash_between_any_two_swap_steps_leaves_the_old_or_the_cleaned_log(tm
     # swap is completed. Records are exactly the old log's or the cleaned one's.
     assert after == (before if steps_run < 2 else expected_after)
     assert not [p for p in directory.iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))]
+
+
+def test_a_read_at_an_offset_cleaned_away_returns_the_next_batch(tmp_path):
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", clock)
+    writes = [(b"a", b"%d" % i) for i in range(30)] + [(b"b", b"last")]
+    write(log, writes, batch=1)
+    log.roll()
+    clean(log, clock)
+    assert read_all(log) == [(29, b"a", b"29"), (30, b"b", b"last")]
+    for offset in (0, 5, 17, 28):  # cleaned away: the fetch continues at the next surviving batch
+        fetched = log.read(offset, 1 << 20)
+        assert next(iter_batches(fetched.records))[1].last_offset >= offset  # nothing wholly below it
+        records, position = [], offset
+        while not records:  # a read serves one segment: continue where it says, as consumers do
+            fetched = log.read(position, 1 << 20)
+            records = [r.offset for pos, _ in iter_batches(fetched.records)
+                       for r in decode_batch(fetched.records, pos).records if r.offset >= position]
+            position = fetched.next_offset
+        assert records[0] == 29  # empty batches, kept for their span, carry no record
