@@ -8,6 +8,8 @@ free-text message) and compares the two. A deliberate difference is named where 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from peer_support import COMMON_BROKER_SETTINGS, unique_topic
 from wire_probe import (
@@ -212,6 +214,33 @@ def test_fetch_offset_out_of_range_is_answered_alike(peers, versions):
             seen = compare(peers, lambda p: fetch_answer(p, version, topics[p.name], offset))
             assert seen["kafka"] == seen["pylog"], f"Fetch v{version} at offset {offset}"
             assert seen["pylog"][1] == ("NONE" if offset == 3 else "OFFSET_OUT_OF_RANGE")
+
+
+def earliest_offset(peer, topic: str) -> int:
+    answer = list_offsets_answer(peer, 7, topic, -2)
+    assert answer[0] == "NONE", answer
+    return answer[2]
+
+
+def test_fetch_below_a_moved_log_start_is_out_of_range_alike(peers, versions):
+    """retention.bytes deletes the two closed segments (one ~600 KB batch each; segment.bytes at
+    Kafka's 1 MiB minimum), so the log starts at 2 on both; offsets 0 and 1 are then gone."""
+    configs = {"segment.bytes": "1048576", "retention.bytes": "1"}
+    topics = {peer.name: peer.create_topic(unique_topic("log-start"), configs=configs) for peer in peers}
+    value = b"s" * 600_000
+    for peer in peers:
+        for offset in range(3):
+            answer = produce_answer(peer, versions[ApiKey.PRODUCE][-1], topics[peer.name], batch_of([value]))
+            assert answer[:2] == ("NONE", offset), peer.name
+    deadline = time.monotonic() + 30
+    while any(earliest_offset(p, topics[p.name]) < 2 for p in peers):
+        assert time.monotonic() < deadline, {p.name: earliest_offset(p, topics[p.name]) for p in peers}
+        time.sleep(0.1)  # retention runs on each broker's own schedule (every 500 ms here)
+    for offset in (0, 1, 2):
+        for version in versions[ApiKey.FETCH]:
+            seen = compare(peers, lambda p: fetch_answer(p, version, topics[p.name], offset)[:5])
+            assert seen["kafka"] == seen["pylog"], f"Fetch v{version} at offset {offset}"
+            assert seen["pylog"][1] == ("NONE" if offset == 2 else "OFFSET_OUT_OF_RANGE")
 
 
 def _with_magic(magic: int) -> bytes:
