@@ -254,6 +254,16 @@ def test_list_offsets(harness):
     assert list_offsets(harness, -1, version=0).error_code == ErrorCode.UNSUPPORTED_VERSION
 
 
+def test_list_offsets_answers_a_partition_asked_twice_once_with_invalid_request(harness):
+    produce(harness, "events", 0, batch(3))
+    request = {"replica_id": -1, "topics": [{"name": "events", "partitions": [
+        {"partition_index": 0, "timestamp": -2}, {"partition_index": 1, "timestamp": -1},
+        {"partition_index": 0, "timestamp": -1}]}]}
+    (topic,) = run(harness.call(LIST_OFFSETS, 7, request)).topics
+    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [
+        (0, ErrorCode.INVALID_REQUEST), (1, ErrorCode.NONE)]
+
+
 def test_offset_for_leader_epoch(harness):
     produce(harness, "events", 0, batch(4))
     request = {"replica_id": -1, "topics": [{"topic": "events", "partitions": [

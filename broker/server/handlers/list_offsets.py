@@ -7,8 +7,10 @@
 - a timestamp >= 0: the first record at or after it (``Log.offset_for_timestamp``).
 Lookups only answer offsets a consumer of that isolation level may fetch (below the HW or the
 LSO), as Kafka's ``Partition.fetchOffsetForTimestamp`` does; none found is offset -1 with
-timestamp -1 and no error. v4+ carries the leader epoch: the request's current epoch is fenced
-(FENCED_LEADER_EPOCH 74 / UNKNOWN_LEADER_EPOCH 75), the answer names the epoch of the offset.
+timestamp -1 and no error. A partition named twice in one request is answered once, with
+INVALID_REQUEST (as Kafka does). v4+ carries the leader epoch: the request's current epoch is
+fenced (FENCED_LEADER_EPOCH 74 / UNKNOWN_LEADER_EPOCH 75), the answer names the epoch of the
+offset.
 """
 
 from __future__ import annotations
@@ -28,11 +30,34 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
 async def handle(ctx: BrokerContext, header, request) -> ListOffsetsResponse:
+    duplicates = _duplicate_partitions(request)
+    answered: set[tuple[str, int]] = set()
     topics = []
     for topic in request.topics:
-        partitions = [_partition(ctx, request, topic.name, p) for p in topic.partitions]
+        partitions = []
+        for wanted in topic.partitions:
+            key = (topic.name, wanted.partition_index)
+            if key in duplicates:
+                # Kafka answers a partition named twice once, INVALID_REQUEST (v1+ allows one
+                # entry per partition; ReplicaManager.fetchOffset keys its answers by partition).
+                if key not in answered:
+                    answered.add(key)
+                    partitions.append(_Partition(partition_index=wanted.partition_index,
+                                                 error_code=ErrorCode.INVALID_REQUEST))
+                continue
+            partitions.append(_partition(ctx, request, topic.name, wanted))
         topics.append(_Topic(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _duplicate_partitions(request) -> set[tuple[str, int]]:
+    seen: set[tuple[str, int]] = set()
+    duplicates: set[tuple[str, int]] = set()
+    for topic in request.topics:
+        for wanted in topic.partitions:
+            key = (topic.name, wanted.partition_index)
+            (duplicates if key in seen else seen).add(key)
+    return duplicates
 
 
 def _partition(ctx: BrokerContext, request, topic: str, wanted):
