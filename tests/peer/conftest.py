@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from broker.tools.kafka_peer import ApacheKafkaCluster
-from peer_support import COMMON_BROKER_SETTINGS, Peer
+from peer_support import COMMON_BROKER_SETTINGS, Peer, internal_topic_settings
 
 _INTEGRATION = Path(__file__).resolve().parents[1] / "integration" / "conftest.py"
 if "pylog_integration_fixtures" in sys.modules:
@@ -65,7 +65,7 @@ def kafka_peer(tmp_path_factory):
 def pylog_peer(zookeeper, tmp_path_factory):
     factory = integration.ClusterFactory(zookeeper.connect_string, tmp_path_factory.mktemp("pylog"))
     try:
-        cluster = factory.make(1, overrides=COMMON_BROKER_SETTINGS)
+        cluster = factory.make(1, overrides={**COMMON_BROKER_SETTINGS, **internal_topic_settings(1)})
         yield Peer("pylog", cluster.bootstrap, [b.port for b in cluster.brokers],
                    [b.data_dir for b in cluster.brokers])
     finally:

@@ -23,6 +23,17 @@ COMMON_BROKER_SETTINGS = {
 _topic_numbers = itertools.count()
 
 
+def internal_topic_settings(nodes: int) -> dict[str, str]:
+    """What ``ApacheKafkaCluster`` gives Apache Kafka for its internal topics (replication factor
+    min(3, nodes), transaction min ISR min(2, nodes)), for pylog's side of the same size: both then
+    create ``__consumer_offsets`` and ``__transaction_state`` alike on first use."""
+    return {
+        "offsets.topic.replication.factor": str(min(3, nodes)),
+        "transaction.state.log.replication.factor": str(min(3, nodes)),
+        "transaction.state.log.min.isr": str(min(2, nodes)),
+    }
+
+
 @dataclass
 class Peer:
     """One system under comparison: ``name`` is ``"kafka"`` or ``"pylog"``. ``data_dirs`` are
