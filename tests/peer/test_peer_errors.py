@@ -166,6 +166,61 @@ def test_topic_name_colliding_by_dot_and_underscore_is_refused_alike(peers, vers
     assert seen["kafka"] == seen["pylog"] == {f"{base}_a": "INVALID_TOPIC_EXCEPTION"}
 
 
+def test_metadata_and_produce_for_invalid_topic_names_answer_alike(peers, versions):
+    for name in ("bad/name", ".", "x" * 250):
+        for version in versions[ApiKey.METADATA]:
+            seen = compare(peers, lambda p: metadata_answer(p, version, name))
+            assert seen["kafka"] == seen["pylog"], f"Metadata v{version} {name[:20]}"
+        for version in versions[ApiKey.PRODUCE]:
+            seen = compare(peers, lambda p: produce_answer(p, version, name, batch_of([b"v"])))
+            assert seen["kafka"] == seen["pylog"], f"Produce v{version} {name[:20]}"
+
+
+def create_answer(peer, version: int, topics: list[dict], validate_only: bool = False) -> list[tuple]:
+    request = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic.from_dict(
+        {"assignments": [], "configs": [], **t}) for t in topics], timeout_ms=10_000, validate_only=validate_only)
+    with connect(peer) as raw:
+        response = raw.call(ApiKey.CREATE_TOPICS, version, request)
+    return [(t.name, ErrorCode(t.error_code).name) for t in response.topics]
+
+
+def test_bad_create_topics_requests_are_refused_alike(peers, versions):
+    base = unique_topic("create")
+    for peer in peers:
+        peer.create_topic(f"{base}-exists")
+    config = CreateTopicsRequest.CreatableTopicConfig
+    topics = [
+        {"name": f"{base}-exists", "num_partitions": 1, "replication_factor": 1},
+        {"name": f"{base}-zero-partitions", "num_partitions": 0, "replication_factor": 1},
+        {"name": f"{base}-negative-partitions", "num_partitions": -5, "replication_factor": 1},
+        {"name": f"{base}-rf-3-of-1", "num_partitions": 1, "replication_factor": 3},
+        {"name": f"{base}-rf-0", "num_partitions": 1, "replication_factor": 0},
+        {"name": f"{base}-unknown-config", "num_partitions": 1, "replication_factor": 1,
+         "configs": [config(name="no.such.config", value="1")]},
+        {"name": f"{base}-bad-config-value", "num_partitions": 1, "replication_factor": 1,
+         "configs": [config(name="retention.ms", value="soon")]},
+        {"name": f"{base}-both-counts-and-assignments", "num_partitions": 2, "replication_factor": 1,
+         "assignments": [CreateTopicsRequest.CreatableReplicaAssignment(
+             partition_index=0, broker_ids=[1])]},
+    ]
+    for version in versions[ApiKey.CREATE_TOPICS]:
+        for validate_only in (True, False):
+            seen = compare(peers, lambda p: create_answer(p, version, topics, validate_only))
+            assert seen["kafka"] == seen["pylog"], f"CreateTopics v{version} validate_only={validate_only}"
+    twice = [{"name": f"{base}-twice", "num_partitions": 1, "replication_factor": 1}] * 2
+    seen = compare(peers, lambda p: create_answer(p, versions[ApiKey.CREATE_TOPICS][-1], twice))
+    assert seen["kafka"] == seen["pylog"], "the same topic twice in one request"
+
+
+def test_produce_with_invalid_acks_is_refused_alike(peers, versions):
+    topics = {peer.name: peer.create_topic(unique_topic("acks")) for peer in peers}
+    for acks in (5, 2, -2):
+        seen = compare(peers, lambda p: produce_answer(p, versions[ApiKey.PRODUCE][-1], topics[p.name],
+                                                       batch_of([b"bad acks"]), acks=acks))
+        assert seen["kafka"] == seen["pylog"], f"acks={acks}"
+        assert seen["pylog"][0] == "INVALID_REQUIRED_ACKS"
+
+
 # ----------------------------------------------------------------------------- bad batches
 
 

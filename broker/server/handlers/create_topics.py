@@ -1,7 +1,7 @@
 """CreateTopics (key 19), v0-7, answered by the controller only (NOT_CONTROLLER 41 elsewhere).
 
 Per topic, in Kafka's order (``ZkAdminManager.createTopics``): a name given twice in one request
-is INVALID_REQUEST (42); an illegal name INVALID_TOPIC_EXCEPTION (17); an existing topic
+is INVALID_REQUEST (42), answered once; an illegal name INVALID_TOPIC_EXCEPTION (17); an existing topic
 TOPIC_ALREADY_EXISTS (36); partitions / replication factor of -1 mean ``num.partitions`` /
 ``default.replication.factor`` (KIP-464, kafka-python relies on it), other values below 1 are
 INVALID_PARTITIONS (37) / INVALID_REPLICATION_FACTOR (38); a replication factor above the live
@@ -48,6 +48,8 @@ async def handle(ctx: BrokerContext, header, request) -> CreateTopicsResponse:
     counts = Counter(topic.name for topic in request.topics)
     results, created = [], []
     for topic in request.topics:
+        if counts[topic.name] > 1 and any(r.name == topic.name for r in results):
+            continue  # one answer per duplicated name, as Kafka gives
         try:
             if counts[topic.name] > 1:
                 raise _Refused(ErrorCode.INVALID_REQUEST, f"Create topic request contains "
