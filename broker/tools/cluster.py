@@ -18,7 +18,9 @@ The cluster directory (``--dir``, default ``./pylog-cluster``)::
 data: the ports come from ``cluster.json`` (giving different ones is an error) and new ``--set``
 values are remembered. Broker i listens on ``127.0.0.1:<port + i>``; its config is the template
 with ``broker.id``, ``listeners``, ``advertised.listeners``, ``log.dirs`` and
-``zookeeper.connect`` replaced, then the ``--set`` overrides. Every config is validated before
+``zookeeper.connect`` replaced, the internal topics' replication settings sized to the cluster
+when the template leaves them unset (``internal_topic_settings``), then the ``--set`` overrides.
+Every config is validated before
 any process starts, and every port is checked to be free, so a mistake starts nothing. A broker
 counts as up once it answers ApiVersions; one that exits or does not answer in time fails the
 command with the last line of its log, and the processes this command started are stopped again.
@@ -215,6 +217,19 @@ def _template(broker_id: int) -> tuple[str, Path | None]:
     return "", None  # an installed package without conf/: Kafka's defaults plus the cluster's values
 
 
+def internal_topic_settings(brokers: int) -> dict[str, str]:
+    """Internal topics sized to the cluster (replication factor min(3, N), transaction min ISR
+    min(2, N)), as Kafka's own development setups do: the broker never creates them with fewer
+    replicas than configured (``broker.cluster.internal_topics``), so a one-broker cluster left
+    at Kafka's default 3 would never have a coordinator. A value in the template or ``--set``
+    wins."""
+    return {
+        "offsets.topic.replication.factor": str(min(3, brokers)),
+        "transaction.state.log.replication.factor": str(min(3, brokers)),
+        "transaction.state.log.min.isr": str(min(2, brokers)),
+    }
+
+
 def render_broker_config(cluster: ClusterDir, spec: ClusterSpec, broker_id: int) -> str:
     """Broker ``broker_id``'s server.properties text, validated (ClusterToolError if invalid)."""
     template, source = _template(broker_id)
@@ -225,6 +240,8 @@ def render_broker_config(cluster: ClusterDir, spec: ClusterSpec, broker_id: int)
         "advertised.listeners": listener,
         "log.dirs": str(cluster.broker_data_dir(broker_id).resolve()),
         "zookeeper.connect": f"{HOST}:{spec.zookeeper_port}",
+        **{k: v for k, v in internal_topic_settings(spec.brokers).items()
+           if k not in parse_properties(template)},
         **spec.overrides,
     }
     header = (f"# Written by `pylog cluster up` from {source or 'built-in defaults'}; "

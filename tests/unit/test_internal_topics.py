@@ -232,3 +232,20 @@ def test_delete_topics_refuses_internal_topics(harness, version):
     codes = {r.name: r.error_code for r in response.responses}
     assert codes == {TXN: ErrorCode.INVALID_TOPIC_EXCEPTION, "events": ErrorCode.NONE}
     assert TXN in harness.snapshot.topics and "events" not in harness.snapshot.topics
+
+
+# ------------------------------------------------------------------------------ pylog cluster up
+
+
+@pytest.mark.parametrize("brokers,factor,min_isr", [(1, "1", "1"), (2, "2", "2"), (5, "3", "2")])
+def test_cluster_up_sizes_the_internal_topics_to_the_cluster(tmp_path, brokers, factor, min_isr):
+    from broker.server.config import parse_properties
+    from broker.tools.cluster import ClusterDir, ClusterSpec, render_broker_config
+
+    spec = ClusterSpec(brokers, 19092, 12181)
+    props = parse_properties(render_broker_config(ClusterDir(tmp_path), spec, 0))
+    assert (props["offsets.topic.replication.factor"], props["transaction.state.log.replication.factor"],
+            props["transaction.state.log.min.isr"]) == (factor, factor, min_isr)
+    overridden = ClusterSpec(1, 19092, 12181, {"offsets.topic.replication.factor": "3"})
+    props = parse_properties(render_broker_config(ClusterDir(tmp_path), overridden, 0))
+    assert props["offsets.topic.replication.factor"] == "3"  # --set wins
