@@ -124,13 +124,13 @@ def test_a_small_dedupe_buffer_cleans_in_several_passes(tmp_path):
     writes = random_writes(random.Random(3), 300, keys=40, tombstones=0)
     write(log, writes)
     log.roll()
-    settings = SETTINGS._replace(dedupe_buffer_bytes=24 * 7)  # 7 keys per pass
+    settings = SETTINGS._replace(dedupe_buffer_bytes=24 * 8)  # 6 keys per pass
     checkpoint, passes = None, 0
     while checkpoint != log.log_end_offset:
         checkpoint, _ = clean(log, clock, checkpoint=checkpoint, settings=settings)
         passes += 1
         assert passes < 50
-    assert passes >= 40 // 7
+    assert passes >= 40 // 6
     assert read_all(log) == model(writes, drop_tombstones=False)
 
 

@@ -105,8 +105,19 @@ def test_unmapped_records_take_no_room():
 
 
 def test_capacity_follows_the_dedupe_buffer():
-    assert capacity_for(24 * 1000) == 1000
+    assert capacity_for(24 * 1000) == 750  # 24-byte slots, full at a load factor of 0.75
     assert capacity_for(1) == 1
+
+
+def test_a_map_full_of_colliding_slots_still_finds_every_key():
+    # Keys whose hashes all start probing at the same slot: linear probing must still work.
+    builder = OffsetMapBuilder(capacity=6, start_offset=0)
+    hi = np.full(6, 8 * 1000, dtype=np.uint64)  # same slot modulo any table size that divides 8000
+    lo = np.arange(6, dtype=np.uint64)
+    assert builder.add(np.arange(6, dtype=np.int64), hi, lo, np.ones(6, bool)) == 6
+    offset_map = builder.build(6)
+    assert offset_map.latest_offsets(hi, lo).tolist() == list(range(6))
+    assert offset_map.latest_offsets(hi[:1], np.array([99], np.uint64)).tolist() == [-1]
 
 
 # -- passes over an in-memory log -------------------------------------------------------------------

@@ -71,3 +71,38 @@ def test_a_clean_batch_stamped_twice_keeps_the_new_horizon_only():
     twice = decode_batch(encode_retained_batch(once.header, once.records[:1]))
     assert not twice.header.attributes & DELETE_HORIZON_MASK
     assert twice.records == original.records[:1]
+
+
+# -- the fast path: kept records' bytes copied as they are ------------------------------------------
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("keep", [[True, False, True, True], [False, True, False, False], [False] * 4, [True] * 4])
+def test_retain_records_equals_the_reference_rewrite(codec, keep):
+    import numpy as np
+
+    from broker.records.retain import retain_records
+
+    buf = _original(codec)
+    original = decode_batch(buf)
+    kept = [r for r, k in zip(original.records, keep) if k]
+    max_ts = max((r.timestamp for r in kept), default=original.header.max_timestamp)
+    fast = retain_records(buf, original.header, np.array(keep), max_ts)
+    reference = encode_retained_batch(original.header, kept)
+    assert decode_batch(fast).records == kept
+    assert decode_batch(fast).header._replace(crc=0, batch_length=0, base_timestamp=0) == \
+        decode_batch(reference).header._replace(crc=0, batch_length=0, base_timestamp=0)
+    if codec == Compression.NONE:
+        # Same base timestamp when the first record is kept: then the bytes are identical.
+        assert (fast == reference) is (not kept or kept[0] == original.records[0])
+
+
+def test_record_spans_refuse_a_length_past_the_end():
+    import numpy as np
+
+    from broker.records.errors import CorruptRecordError
+    from broker.records.retain import record_spans
+
+    with pytest.raises(CorruptRecordError):
+        record_spans(np.frombuffer(b"\x10abc", np.uint8), 1)  # length 8, 3 bytes left
+    with pytest.raises(CorruptRecordError):
+        record_spans(np.frombuffer(b"\x02a\x02b", np.uint8), 1)  # bytes left over

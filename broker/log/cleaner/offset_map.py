@@ -1,14 +1,11 @@
 """The cleaner's key -> latest offset map, bounded by ``log.cleaner.dedupe.buffer.size``.
 
-Kafka's ``SkimpyOffsetMap`` is an open-addressed table of (MD5 of key, offset) slots. Here the map
-is two sorted arrays, built a chunk of records at a time with numpy (per record, only compiled or
-vectorized code runs): ``hi``/``lo``, the 128-bit keyed hash of each key (``key_hash``), and
-``offsets``, the offset of that key's newest record in the mapped range.
-
-Memory: an entry is 24 bytes (two uint64 halves and an int64 offset), so ``capacity =
-dedupe_buffer_bytes // 24`` entries. Merging a chunk in needs the map, the chunk, and one sorted
-copy of both: peak memory is about 2 x (map + chunk); the shell reads chunks of at most
-``chunk_records_max`` records, so the bound is 2 x dedupe buffer + 2 x 24 x chunk size.
+Like Kafka's ``SkimpyOffsetMap``: an open-addressed hash table of fixed size, allocated once,
+whose slots hold a key's 128-bit keyed hash (``key_hash``) and the offset of its newest record.
+A slot is 24 bytes (two uint64 halves and an int64 offset, -1 when empty), so ``slots =
+dedupe_buffer_bytes // 24`` and the map's memory is exactly that, whatever the keys. The map is
+full at ``LOAD_FACTOR`` of its slots (linear probing from the hash's high half; the probes stay
+short at that load). Inserting and looking up are compiled loops (numba): about 20-50 ns a record.
 
 When a chunk brings more new keys than the map has room for, only the prefix of the chunk that
 fits is taken (``add`` says how many records), and the map ends there: ``end_offset`` is the first
@@ -19,33 +16,86 @@ pass maps them (Kafka cleans a log whose dirty section does not fit in several p
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
-__all__ = ["ENTRY_BYTES", "OffsetMap", "OffsetMapBuilder", "capacity_for"]
+__all__ = ["ENTRY_BYTES", "LOAD_FACTOR", "OffsetMap", "OffsetMapBuilder", "capacity_for"]
 
 ENTRY_BYTES = 24
+LOAD_FACTOR = 0.75
+_EMPTY = -1
 
 
 def capacity_for(dedupe_buffer_bytes: int) -> int:
-    """Entries that fit ``dedupe_buffer_bytes`` (at least one, so every pass makes progress)."""
-    return max(1, dedupe_buffer_bytes // ENTRY_BYTES)
+    """Keys a map in ``dedupe_buffer_bytes`` holds before it is full (at least one, so every
+    pass makes progress)."""
+    return max(1, int(dedupe_buffer_bytes // ENTRY_BYTES * LOAD_FACTOR))
+
+
+@njit(cache=True)
+def _insert(table_hi, table_lo, table_off, hi, lo, offsets, mapped, entries, entries_max):
+    """Map records in order; stop before the record that would need entry entries_max + 1.
+    Returns (records consumed, entries now)."""
+    slots = table_off.shape[0]
+    for i in range(offsets.shape[0]):
+        if not mapped[i]:
+            continue
+        slot = hi[i] % np.uint64(slots)
+        while True:
+            s = np.int64(slot)
+            if table_off[s] == _EMPTY:
+                if entries == entries_max:
+                    return i, entries
+                table_hi[s] = hi[i]
+                table_lo[s] = lo[i]
+                table_off[s] = offsets[i]
+                entries += 1
+                break
+            if table_hi[s] == hi[i] and table_lo[s] == lo[i]:
+                if offsets[i] > table_off[s]:
+                    table_off[s] = offsets[i]
+                break
+            slot = slot + np.uint64(1)
+            if slot == np.uint64(slots):
+                slot = np.uint64(0)
+    return offsets.shape[0], entries
+
+
+@njit(cache=True)
+def _lookup(table_hi, table_lo, table_off, hi, lo, out):
+    slots = table_off.shape[0]
+    for i in range(hi.shape[0]):
+        slot = hi[i] % np.uint64(slots)
+        out[i] = _EMPTY
+        while True:
+            s = np.int64(slot)
+            if table_off[s] == _EMPTY:
+                break
+            if table_hi[s] == hi[i] and table_lo[s] == lo[i]:
+                out[i] = table_off[s]
+                break
+            slot = slot + np.uint64(1)
+            if slot == np.uint64(slots):
+                slot = np.uint64(0)
 
 
 class OffsetMap:
-    """Sorted (hi, lo) -> offset; ``start_offset``/``end_offset`` bound what was mapped."""
+    """The built map; ``start_offset``/``end_offset`` bound what was mapped."""
 
-    __slots__ = ("hi", "lo", "offsets", "start_offset", "end_offset")
+    __slots__ = ("_hi", "_lo", "_off", "entries", "start_offset", "end_offset")
 
-    def __init__(self, hi: np.ndarray, lo: np.ndarray, offsets: np.ndarray, start_offset: int,
-                 end_offset: int) -> None:
-        self.hi, self.lo, self.offsets = hi, lo, offsets
-        self.start_offset, self.end_offset = start_offset, end_offset
+    def __init__(self, hi, lo, off, entries: int, start_offset: int, end_offset: int) -> None:
+        self._hi, self._lo, self._off = hi, lo, off
+        self.entries, self.start_offset, self.end_offset = entries, start_offset, end_offset
 
     def __len__(self) -> int:
-        return int(self.offsets.shape[0])
+        return self.entries
 
     def latest_offsets(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
         """The mapped offset of each queried key, -1 where the key is not in the map."""
-        return _lookup(self.hi, self.lo, self.offsets, hi, lo)
+        out = np.empty(hi.shape[0], dtype=np.int64)
+        _lookup(self._hi, self._lo, self._off, np.ascontiguousarray(hi, np.uint64),
+                np.ascontiguousarray(lo, np.uint64), out)
+        return out
 
 
 class OffsetMapBuilder:
@@ -56,79 +106,29 @@ class OffsetMapBuilder:
         self.capacity = capacity
         self.start_offset = start_offset
         self.full = False
-        self._hi = np.empty(0, np.uint64)
-        self._lo = np.empty(0, np.uint64)
-        self._offsets = np.empty(0, np.int64)
+        slots = max(capacity + 1, int(capacity / LOAD_FACTOR))  # never 100 % full: probes end
+        self._hi = np.zeros(slots, np.uint64)
+        self._lo = np.zeros(slots, np.uint64)
+        self._off = np.full(slots, _EMPTY, np.int64)
+        self._entries = 0
 
     def __len__(self) -> int:
-        return int(self._offsets.shape[0])
+        return self._entries
 
     def add(self, offsets: np.ndarray, hi: np.ndarray, lo: np.ndarray, mapped: np.ndarray) -> int:
         """Map the records of one chunk (offsets increasing); ``mapped`` masks the records that
         take part (keyed data of committed or non-transactional batches). Returns how many records
         of the chunk were consumed: all of them, or the prefix that fit, after which ``full``."""
         assert not self.full, "a full map takes no more records"
-        n = int(offsets.shape[0])
-        if n == 0:
-            return 0
-        new_key = self._new_key_flags(hi, lo, mapped)
-        room = self.capacity - len(self)
-        consumed = n
-        if int(new_key.sum()) > room:
-            # The record that would bring key number room+1 is the first one left out.
-            consumed = int(np.searchsorted(np.cumsum(new_key), room + 1))
+        consumed, self._entries = _insert(
+            self._hi, self._lo, self._off, np.ascontiguousarray(hi, np.uint64), np.ascontiguousarray(lo, np.uint64),
+            np.ascontiguousarray(offsets, np.int64), np.ascontiguousarray(mapped, np.bool_), self._entries,
+            self.capacity)
+        if consumed < offsets.shape[0]:
             self.full = True
-        take = mapped[:consumed]
-        self._merge(hi[:consumed][take], lo[:consumed][take], offsets[:consumed][take])
-        return consumed
-
-    def _new_key_flags(self, hi: np.ndarray, lo: np.ndarray, mapped: np.ndarray) -> np.ndarray:
-        """True at the first mapped occurrence, within the chunk, of a key not yet in the map."""
-        flags = np.zeros(hi.shape[0], dtype=np.int64)
-        idx = np.flatnonzero(mapped)
-        if idx.size == 0:
-            return flags
-        pairs = np.empty(idx.size, dtype=[("hi", np.uint64), ("lo", np.uint64)])
-        pairs["hi"], pairs["lo"] = hi[idx], lo[idx]
-        _, first = np.unique(pairs, return_index=True)
-        first_idx = idx[first]
-        known = _lookup(self._hi, self._lo, self._offsets, hi[first_idx], lo[first_idx]) >= 0
-        flags[first_idx[~known]] = 1
-        return flags
-
-    def _merge(self, hi: np.ndarray, lo: np.ndarray, offsets: np.ndarray) -> None:
-        """Union with the map, keeping the largest offset per key (later records win)."""
-        all_hi = np.concatenate([self._hi, hi])
-        all_lo = np.concatenate([self._lo, lo])
-        all_offsets = np.concatenate([self._offsets, offsets])
-        # Sort by key, then by offset: the last entry of each run of equal keys is the newest.
-        order = np.lexsort((all_offsets, all_lo, all_hi))
-        all_hi, all_lo, all_offsets = all_hi[order], all_lo[order], all_offsets[order]
-        last = np.ones(all_hi.shape[0], dtype=bool)
-        last[:-1] = (all_hi[1:] != all_hi[:-1]) | (all_lo[1:] != all_lo[:-1])
-        self._hi, self._lo, self._offsets = all_hi[last], all_lo[last], all_offsets[last]
+        return int(consumed)
 
     def build(self, end_offset: int) -> OffsetMap:
         """The map of everything added; ``end_offset`` is the first offset it does not cover."""
         assert end_offset >= self.start_offset
-        return OffsetMap(self._hi, self._lo, self._offsets, self.start_offset, end_offset)
-
-
-def _lookup(map_hi: np.ndarray, map_lo: np.ndarray, map_offsets: np.ndarray, hi: np.ndarray,
-            lo: np.ndarray) -> np.ndarray:
-    """Vectorized search of (hi, lo) in arrays sorted by (hi, lo); -1 where absent."""
-    result = np.full(hi.shape[0], -1, dtype=np.int64)
-    if map_hi.shape[0] == 0 or hi.shape[0] == 0:
-        return result
-    left = np.searchsorted(map_hi, hi, side="left")
-    right = np.searchsorted(map_hi, hi, side="right")
-    # Within the run of equal hi (almost always of length 0 or 1), find lo.
-    single = (right - left) == 1
-    hit = single & (map_lo[np.minimum(left, map_hi.shape[0] - 1)] == lo)
-    result[hit] = map_offsets[left[hit]]
-    for i in np.flatnonzero((right - left) > 1):  # two keys sharing a 64-bit half: ~never
-        run = slice(left[i], right[i])
-        j = np.searchsorted(map_lo[run], lo[i])
-        if j < right[i] - left[i] and map_lo[run][j] == lo[i]:
-            result[i] = map_offsets[run][j]
-    return result
+        return OffsetMap(self._hi, self._lo, self._off, self._entries, self.start_offset, end_offset)

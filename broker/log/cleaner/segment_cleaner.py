@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+import pyarrow as pa
 
 from broker.log.cleaner.key_hash import hash_keys
 from broker.log.cleaner.offset_map import OffsetMap, OffsetMapBuilder
@@ -50,6 +51,7 @@ from broker.log.segment import BatchInfo, LogSegment
 from broker.records import BatchHeader, BatchLimits, decode_batch, encode_retained_batch, iter_batches
 from broker.records.arrow import decode_batches
 from broker.records.header import DELETE_HORIZON_MASK
+from broker.records.retain import retain_records
 
 __all__ = ["CLEANED_FILE_SUFFIX", "SegmentFile", "Throttler", "build_offset_map", "clean_group", "decode_chunk"]
 
@@ -112,6 +114,7 @@ class DecodedChunk(NamedTuple):
     headers: list[BatchHeader]
     facts: list[BatchFacts]
     records: ChunkRecords
+    timestamps_ms: np.ndarray  # int64, per record
 
 
 def decode_chunk(data: bytes, keys: tuple[int, int, int, int], limits: BatchLimits) -> DecodedChunk:
@@ -139,7 +142,8 @@ def decode_chunk(data: bytes, keys: tuple[int, int, int, int], limits: BatchLimi
         headers.append(header)
         facts.append(BatchFacts(header.base_offset, header.last_offset, header.producer_id,
                                 header.is_transactional, header.is_control, horizon, first, end))
-    return DecodedChunk(data, positions, headers, facts, records)
+    timestamps = table.column("timestamp").cast(pa.int64()).to_numpy() // 1000
+    return DecodedChunk(data, positions, headers, facts, records, timestamps)
 
 
 def build_offset_map(segments: Sequence[SegmentFile], *, first_dirty: int, first_uncleanable: int, capacity: int,
@@ -209,7 +213,14 @@ def _emit(chunk: DecodedChunk, i: int, decision: BatchDecision, buffers: list, i
         buf = memoryview(chunk.data)[position:position + header.size]
     elif decision.action == EMPTY:
         buf = encode_retained_batch(header, [], delete_horizon_ms=decision.delete_horizon_ms)
-    else:
+    elif decision.keep is not None and decision.delete_horizon_ms == chunk.facts[i].delete_horizon_ms:
+        # The base timestamp stays: the kept records' bytes are copied as they are (retain.py).
+        fact = chunk.facts[i]
+        kept_ts = chunk.timestamps_ms[fact.first_record:fact.end_record][decision.keep]
+        max_timestamp = int(kept_ts.max()) if kept_ts.size else header.max_timestamp
+        buf = retain_records(memoryview(chunk.data)[position:position + header.size], header, decision.keep,
+                             max_timestamp, limits)
+    else:  # a new delete horizon becomes the base timestamp: every record is encoded again
         records = decode_batch(chunk.data, position, limits).records
         if decision.keep is not None:
             records = [r for r, keep in zip(records, decision.keep) if keep]
