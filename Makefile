@@ -27,9 +27,10 @@ SPARK_KAFKA_HOME := .cache/spark-kafka/$(SPARK_KAFKA_VERSION)
 SPARK_KAFKA_STAMP := $(SPARK_KAFKA_HOME)/.fetched-$(shell cat conf/spark-kafka/pom.xml | cksum | cut -d' ' -f1)
 
 setup: system-packages python-packages apache-kafka spark-kafka
-	@# Compile the numba record kernels once into their on-disk cache (a cold compile takes
-	@# 5-20 s; every later process, Spark worker and broker then loads them in about a second).
+	@# Compile the numba record and cleaner kernels once into their on-disk cache (a cold compile
+	@# takes 5-20 s; every later process, Spark worker and broker then loads them in about a second).
 	@$(PY) -c 'import broker.records.arrow'
+	@$(PY) -m broker.log.cleaner.warmup
 
 system-packages:
 	@missing=""; \
