@@ -64,10 +64,11 @@ def produce_answer(peer, version: int, topic: str, batch: bytes, acks: int = -1)
             [e.batch_index for e in partition.record_errors])
 
 
-def fetch_answer(peer, version: int, topic: str, offset: int):
+def fetch_answer(peer, version: int, topic: str, offset: int, partition: int = 0, leader_epoch: int = -1):
     request = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, topics=[
         FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchPartition(
-            partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])],
+            partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20,
+            current_leader_epoch=leader_epoch)])],
         forgotten_topics_data=[])
     with connect(peer) as raw:
         response = raw.call(ApiKey.FETCH, version, request)
@@ -78,9 +79,11 @@ def fetch_answer(peer, version: int, topic: str, offset: int):
             bytes(partition.records or b""))
 
 
-def list_offsets_answer(peer, version: int, topic: str, timestamp: int):
+def list_offsets_answer(peer, version: int, topic: str, timestamp: int, partition: int = 0,
+                        leader_epoch: int = -1):
     request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[ListOffsetsRequest.ListOffsetsTopic(
-        name=topic, partitions=[ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=timestamp)])])
+        name=topic, partitions=[ListOffsetsRequest.ListOffsetsPartition(
+            partition_index=partition, timestamp=timestamp, current_leader_epoch=leader_epoch)])])
     with connect(peer) as raw:
         response = raw.call(ApiKey.LIST_OFFSETS, version, request)
     [answer] = response.topics
@@ -131,6 +134,44 @@ def test_unknown_partition_of_a_known_topic_gets_the_same_error(peers, versions)
 
     seen = compare(peers, observe)
     assert seen["kafka"] == seen["pylog"] == ("UNKNOWN_TOPIC_OR_PARTITION", -1)
+    for version in versions[ApiKey.FETCH]:
+        seen = compare(peers, lambda p: fetch_answer(p, version, topics[p.name], 0, partition=7))
+        assert seen["kafka"] == seen["pylog"], f"Fetch v{version}"
+    for version in versions[ApiKey.LIST_OFFSETS]:
+        seen = compare(peers, lambda p: list_offsets_answer(p, version, topics[p.name], -1, partition=7))
+        assert seen["kafka"] == seen["pylog"], f"ListOffsets v{version}"
+
+
+def leader_epoch(peer, topic: str) -> int:
+    with connect(peer) as raw:
+        response = raw.call(ApiKey.METADATA, 9, MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False))
+    [answer] = response.topics
+    [partition] = answer.partitions
+    return partition.leader_epoch
+
+
+def test_a_stale_or_future_leader_epoch_is_fenced_alike(peers, versions):
+    """KIP-320: a consumer's current_leader_epoch older than the leader's is FENCED_LEADER_EPOCH,
+    newer is UNKNOWN_LEADER_EPOCH, -1 is not checked."""
+    topics = {peer.name: peer.create_topic(unique_topic("epochs")) for peer in peers}
+    epochs = {peer.name: leader_epoch(peer, topics[peer.name]) for peer in peers}
+    assert epochs["kafka"] == epochs["pylog"]
+    expected = {0: "NONE", 1: "UNKNOWN_LEADER_EPOCH", 5: "UNKNOWN_LEADER_EPOCH", None: "NONE"}
+    if epochs["pylog"] > 0:  # epoch - 1 is -1 (not checked) on a fresh topic
+        expected[-1] = "FENCED_LEADER_EPOCH"
+    for delta, error in expected.items():
+        def epoch_for(p):
+            return -1 if delta is None else epochs[p.name] + delta
+        for version in versions[ApiKey.FETCH]:
+            seen = compare(peers, lambda p: fetch_answer(p, version, topics[p.name], 0, leader_epoch=epoch_for(p)))
+            assert seen["kafka"] == seen["pylog"], f"Fetch v{version} epoch {delta}"
+            assert seen["pylog"][1] == error
+        for version in versions[ApiKey.LIST_OFFSETS]:
+            seen = compare(peers, lambda p: list_offsets_answer(p, version, topics[p.name], -1,
+                                                                leader_epoch=epoch_for(p)))
+            assert seen["kafka"] == seen["pylog"], f"ListOffsets v{version} epoch {delta}"
+            assert seen["pylog"][0] == error
 
 
 # ------------------------------------------------------------------------- invalid topic names

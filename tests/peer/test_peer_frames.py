@@ -98,7 +98,7 @@ def test_a_half_frame_is_waited_for_on_both_while_others_are_served(peers, bysta
     for peer in peers:
         with connect(peer) as hanging:
             hanging.send_bytes(b"\x00\x00\x10\x00" + b"\x00\x00\x00\x09")  # 4 KiB announced, 4 sent
-            assert answer_or_close(hanging, 1.0) == "silent", peer.name
+            assert answer_or_close(hanging, 0.5) == "silent", peer.name
             assert bystander_answered(bystanders[peer.name]), peer.name
             assert serves_after(peer), peer.name
 
@@ -154,7 +154,7 @@ def test_a_failed_acks_0_produce_closes_the_connection_on_both(peers, bystanders
             topic, with_bad_crc(batch_of([b"tampered"])), acks=0))
         unknown = request_frame(ApiKey.PRODUCE, 9, produce_request(
             unique_topic("acks0-missing"), batch_of([b"lost"]), acks=0))
-        assert what_happens(peer, good, wait_s=1.0) == "silent", peer.name
+        assert what_happens(peer, good, wait_s=0.5) == "silent", peer.name
         assert what_happens(peer, bad) == "closed", peer.name
         assert what_happens(peer, unknown) == "closed", peer.name
         assert bystander_answered(bystanders[peer.name]) and serves_after(peer), peer.name
