@@ -91,7 +91,7 @@ def expected_rows(topic: str, sent: list[tuple], headers: bool = False) -> list[
         stamp = datetime.fromtimestamp(ts / 1000, tz=timezone.utc).replace(tzinfo=None)
         row = (bytearray(key), bytearray(value), topic, partition, offset, stamp, 0)
         if headers:
-            row += ([(k, bytearray(v)) for k, v in hdrs],)
+            row += ([(k, bytearray(v)) for k, v in hdrs] or None,)  # no headers: null, as in Spark
         rows.append(row)
     return rows
 
