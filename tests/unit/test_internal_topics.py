@@ -249,3 +249,15 @@ def test_cluster_up_sizes_the_internal_topics_to_the_cluster(tmp_path, brokers, 
     overridden = ClusterSpec(1, 19092, 12181, {"offsets.topic.replication.factor": "3"})
     props = parse_properties(render_broker_config(ClusterDir(tmp_path), overridden, 0))
     assert props["offsets.topic.replication.factor"] == "3"  # --set wins
+
+
+@pytest.mark.parametrize("name", [OFFSETS, TXN])
+def test_a_user_may_create_a_topic_with_an_internal_name_before_first_use(harness, name):
+    """Kafka 4.1 accepts it (validate-only 0 in the peer tier's probe); once it exists both
+    answer TOPIC_ALREADY_EXISTS (tests/peer/test_peer_internal_topics.py)."""
+    topic = {"name": name, "num_partitions": 3, "replication_factor": 1, "assignments": [], "configs": []}
+    response = run(harness.call(19, 5, {"topics": [topic], "timeout_ms": 0, "validate_only": True}))
+    assert response.topics[0].error_code == ErrorCode.NONE
+    find_coordinator(harness, 0 if name == OFFSETS else 1)
+    response = run(harness.call(19, 5, {"topics": [topic], "timeout_ms": 0, "validate_only": False}))
+    assert response.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
