@@ -283,3 +283,76 @@ def test_get_offsets_by_time(peers):
     answers = on_both(peers, lambda p: {spec: get_offsets(p, topic, spec) for spec in expected})
     assert answers["kafka"] == expected
     assert answers["pylog"] == expected
+
+
+# ------------------------------------------------------------------------------ kafka-dump-log
+
+DUMP_BATCHES = [  # (compression, records); each group becomes one batch (flush between)
+    ("none", [(b"k0", b"v0", (("h", b"1"),)), (None, b"v1", ()), (b"k2", None, (("h", None),))]),
+    ("gzip", [(b"k3", b"v3" * 50, ()), (b"k4", b"", (("a", b"x"), ("b", b"y")))]),
+    ("lz4", [(b"k%d" % i, b"value-%d" % i, ()) for i in range(5, 9)]),
+]
+BATCH_LINE = re.compile(r"^baseOffset: (\d+) lastOffset: (\d+) count: (\d+) .* compresscodec: (\w+) "
+                        r"crc: (\d+) isvalid: (\w+)$")
+RECORD_LINE = re.compile(r"^\| offset: (\d+) CreateTime: (\d+) keySize: (-?\d+) valueSize: (-?\d+) "
+                         r"sequence: (-?\d+) headerKeys: \[(.*?)\](?: key: (.*?))?(?: payload: (.*))?$")
+
+
+def write_dump_topic(peer: Peer, topic: str, base_ms: int) -> Path:
+    """The records of DUMP_BATCHES, one batch per group, non-idempotent (producer id -1, so the
+    batches are the same bytes on both systems); every batch indexed (index.interval.bytes=1).
+    Named: pylog keeps new index entries in memory until a flush, roll or close (one pwrite per
+    batch cost ~3% of an append; Kafka's index is an mmap, visible at once: index_file.py), so the
+    topic flushes every batch (flush.messages=1) for the index files to be readable while live."""
+    peer.create_topic(topic, configs={"index.interval.bytes": "1", "flush.messages": "1"})
+    offset = 0
+    for codec, records in DUMP_BATCHES:
+        with Producer(peer.bootstrap, compression=codec, enable_idempotence=False, acks=1,
+                      linger_ms=10_000) as producer:
+            for key, value, headers in records:
+                producer.send(topic, value, key=key, partition=0, headers=list(headers),
+                              timestamp_ms=base_ms + offset)
+                offset += 1
+            producer.flush()
+    (segment,) = [d / f"{topic}-0" / f"{0:020d}.log" for d in peer.data_dirs if (d / f"{topic}-0").is_dir()]
+    return segment
+
+
+def dump_log(segment: Path) -> list[str]:
+    """kafka-dump-log --print-data-log on the segment, then --verify-index-only on its indexes."""
+    index, time_index = segment.with_suffix(".index"), segment.with_suffix(".timeindex")
+    run = tool("kafka-dump-log", ["--files", f"{segment},{index},{time_index}", "--print-data-log"]).ok()
+    verify = tool("kafka-dump-log", ["--files", f"{index},{time_index}", "--verify-index-only"]).ok()
+    assert "Mismatches" not in verify.out, verify.out
+    return [line for line in run.out.splitlines() if not line.startswith("Dumping ")]
+
+
+def test_dump_log_reads_a_pylog_segment(peers):
+    topic = unique_topic("tools-dump")
+    base_ms = (int(time.time()) - 60) * 1000
+    segments = on_both(peers, lambda p: write_dump_topic(p, topic, base_ms))
+    dumps = on_both(peers, lambda p: dump_log(segments[p.name]))
+    pylog = dumps["pylog"]
+    batches = [BATCH_LINE.match(line) for line in pylog if line.startswith("baseOffset")]
+    records = [RECORD_LINE.match(line) for line in pylog if line.startswith("| offset")]
+    assert all(batches) and all(records), "\n".join(pylog)
+    assert [(int(b[1]), int(b[2]), int(b[3]), b[4], b[6]) for b in batches] == [
+        (0, 2, 3, "none", "true"), (3, 4, 2, "gzip", "true"), (5, 8, 4, "lz4", "true")]
+    sent = [r for _, group in DUMP_BATCHES for r in group]
+    assert [(int(r[1]), int(r[2]) - base_ms) for r in records] == [(i, i) for i in range(len(sent))]
+    for match, (key, value, headers) in zip(records, sent):
+        assert int(match[3]) == (-1 if key is None else len(key))
+        assert int(match[4]) == (-1 if value is None else len(value))
+        assert match[6] == ",".join(name for name, _ in headers)
+        assert match[7] == (None if key is None else key.decode())
+        assert match[8] == (None if value is None else value.decode())
+    # The same batches on Apache Kafka dump to the same lines: offsets, sizes, positions, CRCs,
+    # and the .index/.timeindex entries (one per batch: its last offset and position/timestamp).
+    assert pylog == dumps["kafka"], first_difference(pylog, dumps["kafka"])
+
+
+def first_difference(ours: list[str], theirs: list[str]) -> str:
+    for index, (mine, reference) in enumerate(zip(ours, theirs)):
+        if mine != reference:
+            return f"line {index}:\n  pylog: {mine}\n  kafka: {reference}"
+    return f"pylog has {len(ours)} lines, kafka {len(theirs)}"
