@@ -31,7 +31,7 @@ __all__ = [
     "encode_entity_config", "decode_entity_config",
     "encode_controller", "decode_controller",
     "encode_controller_epoch", "decode_controller_epoch",
-    "encode_cluster_id", "decode_cluster_id", "generate_cluster_id",
+    "encode_cluster_id", "decode_cluster_id", "generate_cluster_id", "generate_topic_id",
     "encode_config_change", "decode_config_change",
     "encode_isr_change", "decode_isr_change",
     "encode_log_dir_event", "decode_log_dir_event",
@@ -455,6 +455,18 @@ def generate_cluster_id(rng: Random) -> str:
     ``CoreUtils.generateUuidAsBase64``; randomness comes from the caller."""
     raw = uuid.UUID(int=rng.getrandbits(128), version=4).bytes
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def generate_topic_id(rng: Random) -> str:
+    """A new topic's id for ``/brokers/topics/{t}`` (Kafka 2.8+ writes one on creation): a
+    random (version 4) UUID as 22 chars of unpadded URL-safe base64, drawn again, as
+    ``Uuid.randomUuid`` does, when it reads as an option ("-...") or is a reserved id (zero, or
+    one: the KRaft metadata topic's)."""
+    while True:
+        raw = uuid.UUID(int=rng.getrandbits(128), version=4).bytes
+        text = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+        if not text.startswith("-") and int.from_bytes(raw, "big") > 1:
+            return text
 
 
 # -- notifications (PERSISTENT_SEQUENTIAL children) ----------------------------------------------

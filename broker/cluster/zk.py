@@ -250,8 +250,10 @@ class KafkaZkClient:
 
     # -- topics ------------------------------------------------------------------------------
 
-    def create_topic(self, name: str, assignment: Mapping[int, Sequence[int]], config: Mapping[str, str]) -> None:
-        """Write ``/config/topics/{t}`` and ``/brokers/topics/{t}`` in one ZooKeeper multi.
+    def create_topic(self, name: str, assignment: Mapping[int, Sequence[int]], config: Mapping[str, str],
+                     topic_id: str | None = None) -> None:
+        """Write ``/config/topics/{t}`` and ``/brokers/topics/{t}`` (with ``topic_id``, Kafka 2.8+'s
+        ``generate_topic_id``, when given) in one ZooKeeper multi.
 
         Kafka writes the config first and the assignment second, as two requests, so a crash in
         between leaves a config without a topic; the multi keeps Kafka's order and makes the
@@ -261,7 +263,7 @@ class KafkaZkClient:
         validate_topic_name(name)
         validate_new_assignment(assignment)
         config_data = encode_entity_config(config)
-        topic_data = TopicAssignment(assignment).to_json()
+        topic_data = TopicAssignment(assignment, topic_id=topic_id).to_json()
         self._check_topic_creatable(name)
         config_path, topic_path = paths.topic_config_path(name), paths.topic_path(name)
         self._zk.ensure_path(paths.CONFIG_TOPICS)

@@ -33,6 +33,7 @@ from typing import Callable, Mapping, Sequence
 from kazoo.exceptions import KazooException
 
 from broker.cluster.errors import ClusterError, ControllerMovedError
+from broker.cluster.layout import generate_topic_id
 from broker.cluster.zk import KafkaZkClient
 from broker.controller import ControllerCore, ControllerSettings
 from broker.controller.core import ShutdownResult
@@ -261,11 +262,13 @@ class ControllerService:
 
     async def create_topic(self, name: str, assignment: Mapping[int, Sequence[int]],
                            config: Mapping[str, str]) -> OpResult:
-        """Write the topic's znodes; on the controller, also its partition states (leader =
-        first live replica, ISR = live replicas) before answering."""
+        """Write the topic's znodes, with a new topic id (Metadata v10+ answers it, as Kafka
+        does); on the controller, also its partition states (leader = first live replica, ISR =
+        live replicas) before answering."""
         async with self._lock:
+            topic_id = generate_topic_id(self.rng)
             try:
-                await asyncio.to_thread(self._zk.create_topic, name, assignment, dict(config))
+                await asyncio.to_thread(self._zk.create_topic, name, assignment, dict(config), topic_id)
             except ClusterError as exc:
                 return exc.kafka_error_code, str(exc)
             except KazooException as exc:

@@ -41,6 +41,7 @@ from broker.cluster.layout import (
     encode_log_dir_event,
     encode_offset,
     generate_cluster_id,
+    generate_topic_id,
     next_producer_id_block,
 )
 
@@ -403,6 +404,14 @@ def test_generate_cluster_id_is_a_base64_uuid4_from_the_given_rng():
     assert len(first) == 22 and "=" not in first
     raw = base64.urlsafe_b64decode(first + "==")
     assert uuid.UUID(bytes=raw).version == 4
+
+
+def test_generate_topic_id_is_a_base64_uuid4_never_read_as_an_option():
+    ids = [generate_topic_id(random.Random(seed)) for seed in range(300)]
+    assert ids[0] == generate_topic_id(random.Random(0)) and len(set(ids)) == len(ids)
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+    assert {uuid.UUID(bytes=base64.urlsafe_b64decode(i + "==")).version for i in ids} == {4}
+    assert TopicAssignment.from_json(TopicAssignment({0: [1]}, topic_id=ids[0]).to_json()).topic_id == ids[0]
 
 
 # -- notifications and offsets -------------------------------------------------------------------

@@ -315,6 +315,25 @@ def test_metadata_by_unknown_topic_id(harness):
     assert response.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
 
 
+@pytest.mark.parametrize("version, asked, topic_operations, cluster_operations", [
+    (8, False, -(2**31), -(2**31)), (8, True, 3576, 8096), (10, True, 3576, 8096), (12, True, 3576, -(2**31))])
+def test_metadata_authorized_operations_are_all_when_asked(harness, version, asked, topic_operations,
+                                                           cluster_operations):
+    """No authorizer: every operation of the resource type, for known and unknown topic names
+    alike (what Apache Kafka answers without one), "not computed" for an unknown topic id;
+    cluster operations exist in v8-10 only."""
+    response = run(harness.call(METADATA, version, {
+        "topics": [{"name": "events"}, {"name": "nope"}], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": asked, "include_cluster_authorized_operations": asked}))
+    assert [t.topic_authorized_operations for t in response.topics] == [topic_operations] * 2
+    assert response.cluster_authorized_operations == cluster_operations
+    if version == 12:
+        import uuid
+        response = run(harness.call(METADATA, 12, {"topics": [{"name": None, "topic_id": uuid.uuid4()}],
+                                                   "include_topic_authorized_operations": True}))
+        assert response.topics[0].topic_authorized_operations == -(2**31)
+
+
 @pytest.mark.parametrize("version, allow, created", [(12, True, True), (12, False, False), (3, False, True)])
 def test_metadata_auto_creation(tmp_path, version, allow, created):
     h = Harness(tmp_path, auto_create_topics_enable="true", num_partitions="3")

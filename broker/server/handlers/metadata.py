@@ -5,8 +5,10 @@
 - A topic list of null (v1+) or empty (v0) means all topics; v12 may name a topic by id only.
 - Partition: leader, leader epoch (v7+), replicas, ISR, offline replicas (v5+: replicas that are
   not live). No state yet, or a leader that is not live: LEADER_NOT_AVAILABLE (5), leader -1.
-- Topic ids come from the topic znode (Kafka 2.8+ writes them); topics without one get the zero
-  id, which is fine while Fetch is capped at v12 (reference pitfall 8.5).
+- Topic ids come from the topic znode (Kafka 2.8+ writes them, and so does pylog's controller);
+  topics without one get the zero id, which is fine while Fetch is capped at v12 (reference
+  pitfall 8.5).
+- Authorized operations (v8+) when asked: everything, as Kafka answers without an authorizer.
 - A missing topic is created only when the request allows it (v4+ flag; implied before v4) and
   ``auto.create.topics.enable`` is true; the answer is then LEADER_NOT_AVAILABLE until it exists,
   as in Kafka. An illegal name is INVALID_TOPIC_EXCEPTION (17). An internal topic
@@ -27,6 +29,7 @@ from broker.server.internal_topics import ensure_internal_topic
 from broker.server.metadata import ClusterSnapshot, TopicMetadata, ZERO_TOPIC_ID
 from broker.server.replica_assignment import assign_replicas
 from broker.wire import ApiKey, ErrorCode, MetadataResponse
+from broker.wire.apis.metadata import AUTHORIZED_OPERATIONS_UNKNOWN
 
 __all__ = ["API_KEY", "handle", "error_response"]
 
@@ -38,6 +41,19 @@ _Topic = MetadataResponse.MetadataResponseTopic
 _Partition = MetadataResponse.MetadataResponsePartition
 
 
+def _operations(*codes: int) -> int:
+    return sum(1 << code for code in codes)
+
+
+# Authorized operations when asked (v8+, KIP-430): a bit per AclOperation code (READ 3, WRITE 4,
+# CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
+# IDEMPOTENT_WRITE 12). pylog has no authorizer, so, as Kafka without one, every operation the
+# resource type supports is allowed: for every named topic of the answer, known or not (3576),
+# and for the cluster (8096).
+TOPIC_OPERATIONS = _operations(3, 4, 5, 6, 7, 8, 10, 11)
+CLUSTER_OPERATIONS = _operations(5, 7, 8, 9, 10, 11, 12)
+
+
 async def handle(ctx: BrokerContext, header, request) -> MetadataResponse:
     snapshot = ctx.metadata.snapshot
     wanted = request.topics
@@ -47,12 +63,18 @@ async def handle(ctx: BrokerContext, header, request) -> MetadataResponse:
         allow_create = ctx.config.auto_create_topics_enable and (
             header.api_version < 4 or request.allow_auto_topic_creation)
         topics = [await _requested(ctx, snapshot, entry, allow_create) for entry in _unique(wanted)]
+    if request.include_topic_authorized_operations:
+        for topic in topics:
+            if topic.name is not None:  # Kafka leaves an unknown topic id's answer "not computed"
+                topic.topic_authorized_operations = TOPIC_OPERATIONS
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=_brokers(snapshot, ctx.listener_name),
         cluster_id=snapshot.cluster_id,
         controller_id=snapshot.controller_id,
         topics=topics,
+        cluster_authorized_operations=(CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
+                                       else AUTHORIZED_OPERATIONS_UNKNOWN),
     )
 
 
