@@ -88,15 +88,18 @@ def produce_kafka_python(bootstrap: str, topic: str, records: list[Sent], compre
     return reports
 
 
-def consume_kafka_python(bootstrap: str, topic: str, count: int) -> list[tuple]:
-    """Partition 0 from the earliest offset until ``count`` records (or the deadline), then one
-    short poll more, so a record too many is seen too."""
+def consume_kafka_python(bootstrap: str, topic: str, count: int, start_offset: int | None = None) -> list[tuple]:
+    """Partition 0 from the earliest offset (or ``start_offset``) until ``count`` records (or the
+    deadline), then one short poll more, so a record too many is seen too."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
     try:
         consumer.assign([TopicPartition(topic, 0)])
-        consumer.seek_to_beginning()
+        if start_offset is None:
+            consumer.seek_to_beginning()
+        else:
+            consumer.seek(TopicPartition(topic, 0), start_offset)
         records: list = []
         deadline = time.monotonic() + DEADLINE_S
         while len(records) < count and time.monotonic() < deadline:
