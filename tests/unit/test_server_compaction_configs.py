@@ -85,7 +85,10 @@ def test_describe_configs_shows_compaction_settings_with_sources_types_and_synon
         assert seen["max.compaction.lag.ms"] == ("1000", 1, 5, [
             ("max.compaction.lag.ms", "1000", 1),
             ("log.cleaner.max.compaction.lag.ms", "9223372036854775807", 5)])
-        assert seen["delete.retention.ms"] == ("5000", 4, 5, [("log.cleaner.delete.retention.ms", "5000", 4)])
+        # A static broker setting is followed by the default it overrides, as Kafka lists them
+        # (seen in the peer tier: max.message.bytes under a static message.max.bytes).
+        assert seen["delete.retention.ms"] == ("5000", 4, 5, [("log.cleaner.delete.retention.ms", "5000", 4),
+                                                              ("log.cleaner.delete.retention.ms", "86400000", 5)])
     finally:
         h.close()
 

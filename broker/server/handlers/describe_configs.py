@@ -7,11 +7,20 @@ An unknown topic is UNKNOWN_TOPIC_OR_PARTITION; other resource types are INVALID
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from broker.server.config_entries import (
-    SOURCE_DYNAMIC_TOPIC,
+    SOURCE_DEFAULT,
     ConfigEntry,
     describe_broker_configs,
     describe_topic_configs,
+)
+from broker.server.config_synonyms import (
+    broker_defaults,
+    broker_synonyms,
+    kafka_broker_value,
+    source_of,
+    topic_synonyms,
 )
 from broker.server.context import BrokerContext
 from broker.wire import ApiKey, DescribeConfigsResponse, ErrorCode
@@ -37,33 +46,32 @@ def _describe(ctx: BrokerContext, resource, include_synonyms: bool):
         topic = ctx.metadata.snapshot.topics.get(name)
         if topic is None:
             return _error(resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
-        entries = describe_topic_configs(topic.config, ctx.config)
+        defaults = broker_defaults(ctx.config)
+        entries = [(e, topic_synonyms(e, ctx.config, defaults))
+                   for e in describe_topic_configs(topic.config, ctx.config)]
     elif kind == RESOURCE_BROKER:
         if name not in ("", str(ctx.broker_id)):
             return _error(resource, ErrorCode.INVALID_REQUEST,
                           f"broker {name!r} must be described by that broker (this is {ctx.broker_id})")
-        entries = describe_broker_configs(ctx.config)
+        defaults = broker_defaults(ctx.config)
+        entries = [(replace(e, value=kafka_broker_value(e, ctx.config)), broker_synonyms(e.name, ctx.config, defaults))
+                   for e in describe_broker_configs(ctx.config)]
     else:
         return _error(resource, ErrorCode.INVALID_REQUEST, f"resource type {kind} is not supported")
     keys = resource.configuration_keys
     if keys is not None:
-        entries = [e for e in entries if e.name in set(keys)]
-    return _Result(error_code=ErrorCode.NONE, error_message=None, resource_type=kind,
-                   resource_name=name, configs=[_entry(e, include_synonyms) for e in entries])
+        entries = [(e, chain) for e, chain in entries if e.name in set(keys)]
+    return _Result(error_code=ErrorCode.NONE, error_message=None, resource_type=kind, resource_name=name,
+                   configs=[_entry(e, chain, include_synonyms) for e, chain in entries])
 
 
-def _entry(entry: ConfigEntry, include_synonyms: bool):
-    """KIP-226 synonyms, most specific first: the topic's override (if any), then the broker
-    setting it would fall back to."""
-    synonyms = []
-    if include_synonyms:
-        if entry.synonym is None or entry.source == SOURCE_DYNAMIC_TOPIC:
-            synonyms.append(_Synonym(name=entry.name, value=entry.value, source=entry.source))
-        if entry.synonym is not None:
-            name, value, source = entry.synonym
-            synonyms.append(_Synonym(name=name, value=value, source=source))
-    return _Entry(name=entry.name, value=entry.value, read_only=False, config_source=entry.source,
-                  is_default=entry.is_default, is_sensitive=False, synonyms=synonyms,
+def _entry(entry: ConfigEntry, chain: list, include_synonyms: bool):
+    """KIP-226 synonyms, most specific first, and the source they give the entry (Kafka's
+    rules: config_synonyms.py)."""
+    source = source_of(chain)
+    synonyms = [_Synonym(name=n, value=v, source=s) for n, v, s in chain] if include_synonyms else []
+    return _Entry(name=entry.name, value=entry.value, read_only=False, config_source=source,
+                  is_default=source == SOURCE_DEFAULT, is_sensitive=False, synonyms=synonyms,
                   config_type=entry.config_type, documentation=None)
 
 
