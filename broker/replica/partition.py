@@ -51,10 +51,12 @@ from broker.records import (
     BatchLimits,
     KeylessRecordError,
     RecordsError,
+    batch_size_at,
     iter_batches,
     validate_batch,
 )
 from broker.records.arrow import check_batches
+from broker.records.header import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, compute_crc
 from broker.replica.leader_epoch import LeaderEpochCache
 from broker.replica.producer_recovery import load_producer_state, take_snapshot
 from broker.replica.producer_state import Duplicate, ProducerStateManager, Rejected
@@ -284,12 +286,15 @@ class Partition:
         try:
             headers = _batch_headers(records, limits)
         except _BadBatch as bad:
-            return self._error(bad.error)
+            return self._error(_as_kafka_answers(bad.error, records))
         if len(headers) != 1:
             return self._error(Rejected(ErrorCode.INVALID_RECORD,
                                         f"a produce request must carry exactly one record batch "
                                         f"per partition, found {len(headers)}"))
-        if headers[0].is_transactional or headers[0].is_control:
+        if headers[0].is_control:  # Kafka's LogValidator: clients may not write control records
+            return self._error(Rejected(ErrorCode.INVALID_RECORD,
+                                        "clients are not allowed to write control records", -1))
+        if headers[0].is_transactional:
             # No transaction coordinator yet, so no partition can be in a transaction.
             return self._error(Rejected(ErrorCode.INVALID_TXN_STATE,
                                         "transactions are not supported by this broker yet"))
@@ -325,9 +330,7 @@ class Partition:
         try:
             info = self.log.append_as_leader(records, self.leader_epoch)
         except RecordsError as exc:
-            corrupt = _first_corrupt_batch(records, limits)
-            index = corrupt.index if corrupt is not None else 0
-            return self._error(Rejected(exc.kafka_error_code, str(exc), index))
+            return self._error(_as_kafka_answers(Rejected(exc.kafka_error_code, str(exc), -1), records))
         except LogError as exc:
             return self._error(Rejected(exc.kafka_error_code, str(exc), -1))
         assert info.batches == len(headers), "the log appends exactly the batches we checked"
@@ -588,8 +591,28 @@ def _check_records(records: memoryview, limits: BatchLimits,
     except KeylessRecordError as exc:
         return _keyless_rejected(exc, *compacted)
     except RecordsError as exc:
-        return Rejected(exc.kafka_error_code, str(exc), 0)
+        return _as_kafka_answers(Rejected(exc.kafka_error_code, str(exc), -1), records)
     return None
+
+
+def _as_kafka_answers(rejected: Rejected, records: memoryview) -> Rejected:
+    """Kafka checks a batch's size and CRC first (CORRUPT_MESSAGE); an uncompressed batch that
+    passes both but whose counts or records do not parse fails its ``LogValidator`` with
+    INVALID_RECORD, and neither carries record errors. A compressed one keeps CORRUPT_MESSAGE: the
+    usual cause is a section that does not decompress, where Kafka answers UNKNOWN_SERVER_ERROR
+    (named in tests/peer/test_peer_errors.py)."""
+    rejected = rejected._replace(batch_index=-1)
+    if rejected.error_code != ErrorCode.CORRUPT_MESSAGE or not _crc_holds(records):
+        return rejected
+    return rejected._replace(error_code=ErrorCode.INVALID_RECORD)
+
+
+def _crc_holds(records: memoryview) -> bool:
+    """The first batch is uncompressed and its stored CRC matches the bytes its length covers."""
+    size = batch_size_at(records, 0)
+    if not HEADER_SIZE <= size <= len(records) or records[ATTRIBUTES_OFFSET + 1] & 0x07:
+        return False
+    return compute_crc(records, 0, size) == int.from_bytes(records[CRC_OFFSET:CRC_OFFSET + 4], "big")
 
 
 def _keyless_rejected(exc: KeylessRecordError, topic: str, partition: int) -> Rejected:

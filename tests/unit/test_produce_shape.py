@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from broker.records import Record, encode_batch
-from broker.server.handlers.produce_shape import records_shape_error
+from broker.server.handlers.produce_shape import is_transactional, records_shape_error
 from broker.wire import ErrorCode
 
 BATCH = encode_batch([Record(0, 1_700_000_000_000, None, b"value")])
@@ -38,3 +38,18 @@ def test_records_shape(records, error):
     found = records_shape_error(records)
     assert (found[0] if found else None) == error
     assert found is None or found[1]
+
+
+TRANSACTIONAL = encode_batch([Record(0, 1_700_000_000_000, None, b"value")], producer_id=1,
+                             producer_epoch=0, base_sequence=0, transactional=True)
+
+
+@pytest.mark.parametrize("records, transactional", [
+    (TRANSACTIONAL, True),
+    (BATCH, False),
+    (None, False),
+    (TRANSACTIONAL[:-1], False),  # not a whole batch
+    (TRANSACTIONAL[:16] + b"\x01" + TRANSACTIONAL[17:], False),  # magic 1 has no such attribute
+])
+def test_is_transactional(records, transactional):
+    assert is_transactional(records) is transactional

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import struct
 
 import pytest
 from test_server_harness import NOW_MS, Harness, batch, run
 
-from broker.records import iter_batches
+from broker.records import Record, encode_batch, iter_batches
+from broker.records.header import CRC_OFFSET, HEADER_SIZE, compute_crc
 from broker.server.network import CloseConnection
 from broker.wire import ErrorCode
 
@@ -72,6 +74,11 @@ def test_produce_request_level_errors(harness):
     assert produce(harness, "events", 0, batch(), acks=2).error_code == ErrorCode.INVALID_REQUIRED_ACKS
     refused = produce(harness, "events", 0, batch(), transactional_id="tx")
     assert refused.error_code == ErrorCode.INVALID_TXN_STATE and refused.error_message
+    # Transactional records without a transactional id, and acks=2 too: Kafka checks them first.
+    transactional = encode_batch([Record(0, NOW_MS, None, b"v")], producer_id=7, producer_epoch=0,
+                                 base_sequence=0, transactional=True)
+    unauthorized = produce(harness, "events", 0, transactional, acks=2)
+    assert (unauthorized.error_code, unauthorized.base_offset) == (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
 
 
 def test_acks_zero_gets_no_response_and_a_failure_closes(harness):
@@ -87,10 +94,14 @@ def test_acks_zero_gets_no_response_and_a_failure_closes(harness):
     ("empty", ErrorCode.INVALID_RECORD),
     ("too-large", ErrorCode.MESSAGE_TOO_LARGE),
     ("magic", ErrorCode.INVALID_RECORD),
+    ("count-with-valid-crc", ErrorCode.INVALID_RECORD),
+    ("record-overrun-with-valid-crc", ErrorCode.INVALID_RECORD),
+    ("control", ErrorCode.INVALID_RECORD),
 ])
 def test_bad_batches_are_refused_with_v8_details(harness, damage, error):
-    """As Kafka answers them (tests/peer/test_peer_errors.py): a message, but neither record
-    errors nor the log start offset."""
+    """As Kafka answers them (tests/peer/test_peer_errors.py): a message, no record errors, and
+    the log start offset only for what Kafka's LogValidator refuses (INVALID_RECORD from a batch
+    whose size and CRC passed)."""
     records = bytearray(batch(3))
     if damage == "crc":
         records[-1] ^= 0xFF
@@ -100,11 +111,17 @@ def test_bad_batches_are_refused_with_v8_details(harness, damage, error):
         records = bytearray()
     elif damage == "too-large":
         records = bytearray(batch(1, value_size=1_100_000))
-    else:
+    elif damage == "magic":
         records[16] = 1
+    else:
+        field, value = {"count-with-valid-crc": ((">i", 57), 5), "control": ((">h", 21), 0x20),
+                        "record-overrun-with-valid-crc": ((">B", HEADER_SIZE), 0x7E)}[damage]
+        struct.pack_into(field[0], records, field[1], value)
+        struct.pack_into(">I", records, CRC_OFFSET, compute_crc(records, 0, len(records)))
     result = produce(harness, "events", 0, bytes(records), version=8)
     assert result.error_code == error and result.error_message
-    assert (result.record_errors, result.log_start_offset) == ([], -1)
+    validator = damage.endswith("valid-crc") or damage == "control"
+    assert (result.record_errors, result.log_start_offset) == ([], 0 if validator else -1)
     assert harness.replicas.get("events", 0).log.log_end_offset == 0
 
 

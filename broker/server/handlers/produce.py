@@ -18,13 +18,14 @@ message, after the shape checks and before leadership, exactly where Kafka's
 ``ReplicaManager.appendToLocalLog`` refuses it ("Cannot append to internal topic"); a partition
 that does not exist stays UNKNOWN_TOPIC_OR_PARTITION (3), as Kafka checks its metadata first.
 
-Request-level rules: ``acks`` must be 0, 1 or -1, else every partition gets
-INVALID_REQUIRED_ACKS (21). A non-null ``transactional_id`` gets INVALID_TXN_STATE (48) on every
-partition until the transaction coordinator exists: librdkafka treats 48 as a permanent error
-for those messages (a transactional producer aborts), instead of retrying forever, and
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED would wrongly claim an ACL problem. acks=0 gets no
-response at all (a failure closes the connection instead). acks=-1 is refused with
-NOT_ENOUGH_REPLICAS (19) when the ISR is smaller than ``min.insync.replicas`` (nothing is
+Request-level rules: transactional batches without a transactional id fail every partition with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53), Kafka's answer. ``acks`` must be 0, 1 or -1, else
+every partition gets INVALID_REQUIRED_ACKS (21). A non-null ``transactional_id`` gets
+INVALID_TXN_STATE (48) on every partition until the transaction coordinator exists: librdkafka
+treats 48 as a permanent error for those messages (a transactional producer aborts), instead of
+retrying forever, and TRANSACTIONAL_ID_AUTHORIZATION_FAILED would wrongly claim an ACL problem.
+acks=0 gets no response at all (a failure closes the connection instead). acks=-1 is refused
+with NOT_ENOUGH_REPLICAS (19) when the ISR is smaller than ``min.insync.replicas`` (nothing is
 appended), else waits in the purgatory until the high watermark passes the batch (at once while
 the ISR is only this broker): NOT_ENOUGH_REPLICAS_AFTER_APPEND (20) if the ISR shrank below the
 minimum meanwhile, NOT_LEADER_OR_FOLLOWER (6) if this broker stopped leading in between (even if
@@ -40,7 +41,7 @@ from broker.cluster.internal_topics import is_internal
 from broker.replica.partition import AppendResult
 from broker.server.context import BrokerContext
 from broker.server.handlers.common import local_leader
-from broker.server.handlers.produce_shape import records_shape_error
+from broker.server.handlers.produce_shape import is_transactional, records_shape_error
 from broker.server.network import CloseConnection
 from broker.wire import ApiKey, ErrorCode, ProduceResponse
 
@@ -54,6 +55,9 @@ _TXN_MESSAGE = "transactions are not supported by this broker yet"
 
 
 async def handle(ctx: BrokerContext, header, request) -> ProduceResponse | None:
+    if request.transactional_id is None and any(
+            is_transactional(data.records) for topic in request.topic_data for data in topic.partition_data):
+        return error_response(header, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)  # as Kafka
     if request.acks not in (0, 1, -1):
         return error_response(header, request, ErrorCode.INVALID_REQUIRED_ACKS)
     if request.transactional_id is not None:

@@ -11,6 +11,9 @@ errors). The iterator decides what counts as a batch, so its rules are repeated 
 - magic 0 or 1 (the old message formats): INVALID_RECORD;
 - a second whole batch after the first: INVALID_RECORD. Fewer trailing bytes than a batch
   header are not a batch and are left to the record checks.
+
+``is_transactional`` is Kafka's test for transactional records in a request, which without a
+transactional id fails the whole request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53).
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ import struct
 from broker.records.header import LOG_OVERHEAD
 from broker.wire import ErrorCode
 
-__all__ = ["records_shape_error"]
+__all__ = ["records_shape_error", "is_transactional"]
 
 _MAGIC_OFFSET = 16
 _HEADER_UP_TO_MAGIC = _MAGIC_OFFSET + 1
 _LEGACY_RECORD_OVERHEAD = 14  # Kafka LegacyRecord.RECORD_OVERHEAD_V0: the smallest batch length
 _MAGIC = 2
+_ATTRIBUTES_LOW_BYTE = 22  # attributes are the int16 at 21
+_TRANSACTIONAL = 0x10
 _INT32 = struct.Struct(">i")
 
 
@@ -47,6 +52,17 @@ def records_shape_error(records) -> tuple[int, str] | None:
     if second is not None:
         return ErrorCode.INVALID_RECORD, "a produce request must carry exactly one record batch per partition"
     return None
+
+
+def is_transactional(records) -> bool:
+    """Kafka's ``hasTransactionalRecords`` for one partition: its first whole batch is a magic-2
+    batch with the transactional attribute (bit 4)."""
+    if records is None:
+        return False
+    records = memoryview(records)
+    first = _batch_at(records, 0)
+    return (isinstance(first, int) and records[_MAGIC_OFFSET] == _MAGIC
+            and bool(records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL))
 
 
 def _batch_at(records: memoryview, pos: int) -> int | tuple[int, str] | None:
