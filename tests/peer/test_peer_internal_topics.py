@@ -132,3 +132,9 @@ def test_delete_topics_of_an_internal_topic_is_a_named_difference(peers, interna
     assert codes == {"kafka": ErrorCode.NONE, "pylog": ErrorCode.INVALID_TOPIC_EXCEPTION}
     assert led(metadata(pylog, [TXN])[TXN])
 
+
+
+@pytest.mark.parametrize("key_type", [2, 9])
+def test_find_coordinator_with_another_key_type_is_invalid_request_alike(peers, key_type):
+    """2 is Kafka's share coordinator (FindCoordinator v6+ only); 9 is no type at all."""
+    assert [find_coordinator(peer, key_type) for peer in peers] == [ErrorCode.INVALID_REQUEST] * 2
