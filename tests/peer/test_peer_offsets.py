@@ -124,3 +124,20 @@ def test_a_partition_asked_twice_is_one_invalid_request_answer(peers):
                 for version in (1, 7)]
     assert answers["pylog"] == answers["kafka"]
     assert [[entry[:2] for entry in answer] for answer in answers["kafka"]] == [[(0, 42), (1, 0)]] * 2
+
+
+def test_current_leader_epoch_is_checked_alike(peers):
+    """ListOffsets v4+ carries the client's idea of the leader epoch (KIP-320): none (-1) and the
+    current one are served, a newer one is UNKNOWN_LEADER_EPOCH, and the answer names the epoch."""
+    answers = {}
+    for peer in peers:
+        topic = peer.create_topic(unique_topic("offsets-epoch"))
+        wait_until_served(peer, topic)
+        with BrokerConnection("127.0.0.1", peer.ports[0]) as connection:
+            answers[peer.name] = [connection.request(ApiKey.LIST_OFFSETS, {
+                "replica_id": -1, "topics": [{"name": topic, "partitions": [
+                    {"partition_index": 0, "timestamp": LATEST, "current_leader_epoch": epoch}]}]},
+                api_version=version).topics[0].partitions[0] for version in (4, 7) for epoch in (-1, 0, 1)]
+        answers[peer.name] = [(p.error_code, p.offset, p.leader_epoch) for p in answers[peer.name]]
+    assert answers["pylog"] == answers["kafka"]
+    assert [error for error, _, _ in answers["kafka"]] == [0, 0, 75] * 2
