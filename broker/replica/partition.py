@@ -312,7 +312,9 @@ class Partition:
             logger.info("%s-%d: %s", self.topic, self.partition, verdict.message)
         if isinstance(verdict, Duplicate):
             batch = verdict.batch
-            return AppendResult(ErrorCode.NONE, batch.first_offset, batch.last_offset, -1,
+            # Kafka answers a duplicate's log append time with the batch's max timestamp, whatever
+            # the topic's timestamp type (UnifiedLog.append; compared in tests/peer).
+            return AppendResult(ErrorCode.NONE, batch.first_offset, batch.last_offset, batch.timestamp,
                                 self.log.log_start_offset, leader_term=self.leader_term)
         return self._error(verdict._replace(batch_index=-1))  # Kafka: no record errors for sequences
 

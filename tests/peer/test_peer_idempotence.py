@@ -20,6 +20,9 @@ from broker.wire import ApiKey, ErrorCode, InitProducerIdRequest
 INT32_MAX = (1 << 31) - 1
 UNKNOWN_PRODUCER = 7_000_000_000  # never allocated by either broker in a test session
 OLDER_PRODUCE_VERSION = 7  # librdkafka 2.16's
+# Recent: the brokers run time retention every 500 ms (COMMON_BROKER_SETTINGS), and Kafka rolls
+# and deletes even the active segment once all its records are past retention.ms.
+BASE_TIMESTAMP_MS = int(time.time()) * 1000
 
 
 class Send(NamedTuple):
@@ -75,12 +78,15 @@ def run_script(peer, topic: str, steps, versions: dict[str, int], produce_versio
                 seen.append((step.label, answer[0], answer[1] == producer_id, answer[2]))
                 continue
             pid = producer_id if step.producer == "own" else UNKNOWN_PRODUCER
+            # The timestamp follows the sequence, so a retry carries the original's timestamp.
             batch = batch_of([b"%s %d" % (step.label.encode(), i) for i in range(step.count)],
                              producer_id=pid, producer_epoch=epoch + step.epoch,
-                             base_sequence=step.base_sequence)
+                             base_sequence=step.base_sequence,
+                             timestamp_ms=BASE_TIMESTAMP_MS + step.base_sequence % 1000)
             answer = produce_partition(raw, produce_version, produce_request(topic, batch))
             seen.append((step.label, ErrorCode(answer.error_code).name, answer.base_offset,
-                         answer.log_start_offset, [e.batch_index for e in answer.record_errors]))
+                         answer.log_start_offset, [e.batch_index for e in answer.record_errors],
+                         answer.log_append_time_ms))
     return seen
 
 
@@ -101,6 +107,7 @@ SEQUENCES = [
     Send("retry with a different record count", 5, count=2),
     Send("new epoch from sequence 0", 0, count=2, epoch=1),
     Send("old epoch", 6),
+    Send("retry of an old epoch's cached batch", 3, count=2),
     Send("newer epoch not from 0", 5, epoch=2),
     Send("negative sequence", -5, epoch=1),
     Send("unknown producer from 0", 0, producer="unknown"),
@@ -116,9 +123,12 @@ def test_sequence_rules_answer_alike(peers, versions, produce_version):
     assert seen["kafka"] == seen["pylog"]
     by_label = {step[0]: step[1:] for step in seen["pylog"]}
     assert by_label["retry of the last batch"][:2] == ("NONE", 3), "a duplicate gets its original offset"
+    assert by_label["retry of the last batch"][-1] == BASE_TIMESTAMP_MS + 3, "and its max timestamp"
+    assert by_label["first batch"][-1] == -1, "CreateTime: no log append time for a new batch"
     assert by_label["retry of an older cached batch"][:2] == ("NONE", 0)
     assert by_label["gap"][0] == "OUT_OF_ORDER_SEQUENCE_NUMBER"
     assert by_label["old epoch"][0] == "INVALID_PRODUCER_EPOCH"
+    assert by_label["retry of an old epoch's cached batch"][0] == "INVALID_PRODUCER_EPOCH"
     assert by_label["newer epoch not from 0"][0] == "OUT_OF_ORDER_SEQUENCE_NUMBER"
 
 
@@ -150,7 +160,7 @@ def test_a_retry_older_than_the_cached_batches(peers, versions):
     assert seen["kafka"][:-1] == seen["pylog"][:-1]
     assert seen["pylog"][-2][1:3] == ("NONE", 2)
     for name, script in seen.items():
-        assert script[-1][1:] == (ALREADY_WRITTEN[name], -1, 0, []), name
+        assert script[-1][1:] == (ALREADY_WRITTEN[name], -1, 0, [], -1), name
 
 
 def test_sequences_wrap_after_int32_max(peers, versions):

@@ -53,8 +53,9 @@ def highest_common_version(peers, api_key: int) -> int:
 
 
 def batch_of(values: list[bytes], producer_id: int = -1, producer_epoch: int = -1,
-             base_sequence: int = -1) -> bytes:
-    now = int(time.time() * 1000)
+             base_sequence: int = -1, timestamp_ms: int | None = None) -> bytes:
+    """One batch of ``values`` at offsets 0.., every record at ``timestamp_ms`` (default: now)."""
+    now = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     return encode_batch([Record(i, now, None, v) for i, v in enumerate(values)],
                         producer_id=producer_id, producer_epoch=producer_epoch,
                         base_sequence=base_sequence)

@@ -133,6 +133,8 @@ def test_idempotent_duplicates_get_their_original_offsets(harness):
     following = produce(harness, "events", 0, batch(1, producer_id=7, epoch=0, sequence=3))
     assert (first.error_code, first.base_offset) == (0, 2)
     assert (retry.error_code, retry.base_offset) == (0, 2)
+    # Kafka's answer to a duplicate: the batch's max timestamp as its log append time.
+    assert (first.log_append_time_ms, retry.log_append_time_ms) == (-1, NOW_MS + 2)
     assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert (following.error_code, following.base_offset) == (0, 5)
     assert harness.replicas.get("events", 0).log.log_end_offset == 6
