@@ -7,7 +7,7 @@ setting, then the default, where there is one. Kafka then drops every leading sy
 after the config's own broker key, so ``retention.ms`` on a broker that only sets
 ``log.retention.hours`` lists no broker synonym at all, and keys whose Kafka default is null
 (``log.retention.ms``, ``log.roll.ms``, ``log.flush.interval.ms``: derived from their
-``.hours``/scheduler synonyms) list none unless set. An entry's source is its first synonym's, or
+``.hours``/scheduler synonyms; ``advertised.listeners``: ``listeners``) list none unless set. An entry's source is its first synonym's, or
 DEFAULT_CONFIG when there is none; a broker key with a null default and no setting reads as null,
 as Kafka reports it. pylog has no dynamic broker configs: no DYNAMIC_*_BROKER levels.
 
@@ -38,7 +38,8 @@ _BROKER_SYNONYMS = {
     "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
 }
 # Keys whose Kafka default is null (KafkaConfig), and defaults of synonyms pylog does not list.
-_NO_DEFAULT = frozenset({"log.retention.ms", "log.retention.minutes", "log.roll.ms", "log.flush.interval.ms"})
+_NO_DEFAULT = frozenset({"log.retention.ms", "log.retention.minutes", "log.roll.ms", "log.flush.interval.ms",
+                         "advertised.listeners"})
 _EXTRA_DEFAULTS = {"log.retention.hours": "168", "log.roll.hours": "168"}
 
 

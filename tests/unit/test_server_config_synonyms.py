@@ -27,6 +27,7 @@ def broker(**settings: str) -> BrokerConfig:
      [("log.retention.ms", "5000", STATIC), ("log.retention.hours", "168", DEFAULT)]),
     ({}, "log.flush.interval.ms", []),
     ({}, "broker.id", [("broker.id", "1", STATIC)]),               # required: no default shown
+    ({}, "advertised.listeners", []),                              # defaults to listeners: null
 ])
 def test_broker_synonyms(settings, key, chain):
     assert broker_synonyms(key, broker(**settings)) == chain
