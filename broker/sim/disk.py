@@ -31,6 +31,7 @@ _SEGMENT_BYTES = 1 << 30
 
 class _Config(NamedTuple):
     message_max_bytes: int = 1_048_588
+    compact: bool = False  # the simulated topics use cleanup.policy=delete
 
 
 class StoredBatch(NamedTuple):
