@@ -364,7 +364,7 @@ def plot_curves(curves: dict[str, list[dict]], path: Path) -> None:
             axes.plot([w["stored_bytes"] / 1e9 for w in windows], [w["records_per_sec"] / 1e3 for w in windows],
                       marker="o", color=color, label=label)
     axes.set_xlabel("data stored in the topic (GB)")
-    axes.set_ylabel("producer throughput (thousand 100-byte records/s, 5 s windows)")
+    axes.set_ylabel("thousand 100-byte records/s (5 s windows)")
     axes.set_title("Producer throughput vs stored data (1 broker, acks=1, kafka-producer-perf-test)")
     axes.set_ylim(bottom=0)
     axes.grid(alpha=0.3)
