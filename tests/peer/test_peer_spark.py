@@ -15,6 +15,7 @@ Topic names differ per pairing (each job makes its own), so they are replaced by
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,9 +214,9 @@ def run_job(spark, connector: str, peer, tmp_path: Path) -> JobOutcome:
 @pytest.fixture(scope="module")
 def outcomes(spark, peers, tmp_path_factory):
     """Each pairing's outcome, or the exception its job raised, run once per module."""
-    if not spark_session_has_connector(spark):
-        pytest.fail("Spark's Kafka connector is not on the session's classpath: "
-                    + spark_session_module().INSTALL_HINT)
+    session_helpers = sys.modules["pylog_spark_session"]  # tests/spark/spark_session.py, loaded by conftest.py
+    if not session_helpers.has_kafka_connector(spark):
+        pytest.fail(f"Spark's Kafka connector is not on the session's classpath: {session_helpers.INSTALL_HINT}")
     by_name = {peer.name: peer for peer in peers}
     results = {}
     for connector, broker in PAIRINGS:
@@ -226,16 +227,6 @@ def outcomes(spark, peers, tmp_path_factory):
         except Exception as error:  # reported by the tests of that pairing
             results[connector, broker] = error
     return results
-
-
-def spark_session_module():
-    import sys
-
-    return sys.modules["pylog_spark_session"]
-
-
-def spark_session_has_connector(spark) -> bool:
-    return spark_session_module().has_kafka_connector(spark)
 
 
 def outcome_of(outcomes, pairing) -> JobOutcome:
@@ -264,6 +255,18 @@ def test_the_job_reads_back_what_it_wrote(outcomes, pairing):
     assert outcome.copy_rows == expected_source_rows("out")
     low, high = outcome.window_ms
     assert all(low - 1000 <= ts <= high + 1000 for ts in outcome.timestamps_ms)  # CreateTime: the producer's now
+
+
+@pytest.mark.parametrize("pairing", PAIRINGS, ids=[f"{c}-on-{b}" for c, b in PAIRINGS])
+def test_the_stream_read_is_cut_by_the_read_limit_and_checkpointed(outcomes, pairing):
+    outcome = outcome_of(outcomes, pairing)
+    end = {p: sum(1 for k, _, named, _ in INPUT if placed_partition(k, named) == p) for p in range(PARTITIONS)}
+    sizes = [rows for rows, _, _, _ in outcome.stream_batches]
+    assert sum(sizes) == len(INPUT) and len(sizes) >= 3 and max(sizes) <= MAX_OFFSETS_PER_TRIGGER, sizes
+    assert outcome.stream_batches[0][1] is None  # the first batch's start is not in the progress
+    assert outcome.stream_batches[-1][2] == outcome.stream_batches[-1][3] == {"in": end}  # the end, the latest
+    assert outcome.stream_checkpoint == [[end] for _, _, end, _ in outcome.stream_batches]
+    assert outcome.copy_checkpoint == [[{"in": end}]] and outcome.copy_commits == [0]
 
 
 @pytest.mark.parametrize("pairing", [p for p in PAIRINGS if p != REFERENCE],
