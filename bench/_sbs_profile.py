@@ -5,6 +5,9 @@ against them; each broker's profile is written when it stops (SIGTERM: a clean e
     python bench/_sbs_profile.py [--brokers 1|3] [--workload produce|consume] [--acks 1|all]
         [--records 1000000] [--top 30] [--out DIR]
 
+``--workload e2e`` runs ``pylog perf e2e --throughput 0`` (one record at a time) for ``--records``
+records instead: the per-request path that end-to-end latency measures.
+
 Prints each broker's top functions by own time and by cumulative time; the ``.prof`` files stay
 in ``--out`` (``python -m pstats FILE`` to browse). cProfile slows Python code down (about
 1.5-2x here), so read the shares, not the rates. Not run by ``make bench`` (leading underscore).
@@ -65,6 +68,11 @@ def workload(args, bootstrap: str) -> None:
     admin.create_topics([NewTopic("profile", 6, replication, config={"min.insync.replicas": "2"}
                                   if replication == 3 else {})])["profile"].result(60)
     tools._wait_for_leaders(bootstrap, "profile", 6)
+    if args.workload == "e2e":  # one record at a time: the per-request path, not the per-byte one
+        result = tools.pylog_perf("e2e", ["--bootstrap-server", bootstrap, "--topic", "profile", "--num-records",
+                                          str(args.records), "--throughput", "0", "--acks", args.acks], 600)
+        print(f"e2e under cProfile: {result['latency_ms']}", flush=True)
+        return
     props = {"enable.idempotence": "false", "linger.ms": "5", "batch.size": "131072", "acks": args.acks}
     produced = tools.java_producer_perf(bootstrap, "profile", args.records, 100, props, 600)
     print(f"produce under cProfile: {produced['records_per_sec']:,.0f} records/s", flush=True)
@@ -88,7 +96,7 @@ def show(path: Path, top: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--brokers", type=int, choices=[1, 3], default=1)
-    parser.add_argument("--workload", choices=["produce", "consume"], default="produce")
+    parser.add_argument("--workload", choices=["produce", "consume", "e2e"], default="produce")
     parser.add_argument("--acks", choices=["1", "all"], default="1")
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--top", type=int, default=30)
