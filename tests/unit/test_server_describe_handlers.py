@@ -1,6 +1,6 @@
-"""DescribeCluster (60) and DescribeTopicPartitions (75): the admin APIs Kafka 4's Java admin
-client asks first (kafka-topics --describe, kafka-configs --entity-type brokers), through the real
-codec and dispatcher over a hand-made cluster snapshot."""
+"""DescribeCluster (60), DescribeTopicPartitions (75) and ListPartitionReassignments (46): the
+admin APIs Kafka 4's Java admin client asks (kafka-topics --describe, kafka-configs --entity-type
+brokers), through the real codec and dispatcher over a hand-made cluster snapshot."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from test_server_harness import Harness, run
 
 from broker.wire import ErrorCode
 
-DESCRIBE_CLUSTER, DESCRIBE_TOPIC_PARTITIONS = 60, 75
+DESCRIBE_CLUSTER, DESCRIBE_TOPIC_PARTITIONS, LIST_REASSIGNMENTS = 60, 75, 46
 
 
 @pytest.fixture
@@ -114,3 +114,19 @@ def test_cursor_starts_inside_its_topic(harness):
 def test_cursor_topic_must_be_among_the_named_topics(harness):
     response = describe(harness, ["alpha"], cursor=("beta", 0))
     assert shape(response) == ([("alpha", ErrorCode.INVALID_REQUEST, [])], None)
+
+
+# ------------------------------------------------------------- ListPartitionReassignments
+
+
+@pytest.mark.parametrize("topics", [None, [{"name": "beta", "partition_indexes": [0, 2]}],
+                                    [{"name": "nope", "partition_indexes": [0]}]])
+def test_no_reassignment_is_ever_in_progress(harness, topics):
+    response = run(harness.call(LIST_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": topics}))
+    assert (response.error_code, response.error_message, response.topics) == (0, None, [])
+
+
+def test_only_the_controller_lists_reassignments(harness):
+    harness.controller.active = False
+    response = run(harness.call(LIST_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": None}))
+    assert (response.error_code, response.topics) == (ErrorCode.NOT_CONTROLLER, [])

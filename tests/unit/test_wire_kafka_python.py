@@ -25,6 +25,8 @@ from kafka.protocol.admin.topics import DeleteTopicsRequest as KpDeleteTopicsReq
 from kafka.protocol.admin.topics import DeleteTopicsResponse as KpDeleteTopicsResponse
 from kafka.protocol.admin.topics import DescribeTopicPartitionsRequest as KpDescribeTopicPartitionsRequest
 from kafka.protocol.admin.topics import DescribeTopicPartitionsResponse as KpDescribeTopicPartitionsResponse
+from kafka.protocol.admin.topics import ListPartitionReassignmentsRequest as KpListPartitionReassignmentsRequest
+from kafka.protocol.admin.topics import ListPartitionReassignmentsResponse as KpListPartitionReassignmentsResponse
 from kafka.protocol.consumer.fetch import FetchRequest as KpFetchRequest
 from kafka.protocol.consumer.fetch import FetchResponse as KpFetchResponse
 from kafka.protocol.consumer.offsets import ListOffsetsRequest as KpListOffsetsRequest
@@ -64,6 +66,7 @@ KAFKA_PYTHON = {
     ApiKey.DESCRIBE_CONFIGS: (KpDescribeConfigsRequest, KpDescribeConfigsResponse),
     ApiKey.DESCRIBE_CLUSTER: (KpDescribeClusterRequest, KpDescribeClusterResponse),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (KpDescribeTopicPartitionsRequest, KpDescribeTopicPartitionsResponse),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (KpListPartitionReassignmentsRequest, KpListPartitionReassignmentsResponse),
 }
 
 # kafka-python patches MetadataResponse: both *_authorized_operations ints become a set of bit

@@ -20,6 +20,7 @@ from broker.server.handlers import (
     init_producer_id,
     leader_and_isr,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_for_leader_epoch,
     produce,
@@ -33,7 +34,8 @@ __all__ = ["HANDLERS"]
 _MODULES: tuple[ModuleType, ...] = (
     api_versions, controlled_shutdown, create_topics, delete_topics, describe_cluster,
     describe_configs, describe_topic_partitions, fetch,
-    find_coordinator, init_producer_id, leader_and_isr, list_offsets, metadata,
+    find_coordinator, init_producer_id, leader_and_isr, list_offsets,
+    list_partition_reassignments, metadata,
     offset_for_leader_epoch, produce, stop_replica, update_metadata,
 )
 

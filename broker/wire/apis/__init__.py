@@ -50,6 +50,11 @@ from broker.wire.apis.init_producer_id import (
 )
 from broker.wire.apis.leader_and_isr import LEADER_AND_ISR, LeaderAndIsrRequest, LeaderAndIsrResponse
 from broker.wire.apis.list_offsets import LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse
+from broker.wire.apis.list_partition_reassignments import (
+    LIST_PARTITION_REASSIGNMENTS,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from broker.wire.apis.metadata import METADATA, MetadataRequest, MetadataResponse
 from broker.wire.apis.offset_for_leader_epoch import (
     OFFSET_FOR_LEADER_EPOCH,
@@ -78,6 +83,7 @@ __all__ = [
     "InitProducerIdRequest", "InitProducerIdResponse",
     "LeaderAndIsrRequest", "LeaderAndIsrResponse",
     "ListOffsetsRequest", "ListOffsetsResponse",
+    "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse",
     "MetadataRequest", "MetadataResponse",
     "OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse",
     "ProduceRequest", "ProduceResponse",
@@ -104,6 +110,7 @@ class ApiKey(IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    LIST_PARTITION_REASSIGNMENTS = 46
     DESCRIBE_CLUSTER = 60
     DESCRIBE_TOPIC_PARTITIONS = 75
 
@@ -112,7 +119,7 @@ _ALL = (
     PRODUCE, FETCH, LIST_OFFSETS, METADATA, LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA,
     CONTROLLED_SHUTDOWN, FIND_COORDINATOR, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS,
     INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS, DESCRIBE_CLUSTER,
-    DESCRIBE_TOPIC_PARTITIONS,
+    DESCRIBE_TOPIC_PARTITIONS, LIST_PARTITION_REASSIGNMENTS,
 )
 
 API_SPECS: MappingProxyType[int, ApiSpec] = MappingProxyType({spec.key: spec for spec in _ALL})
@@ -139,6 +146,7 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     # What Kafka 4's Java admin client asks before falling back to Metadata (kafka-topics).
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 })
 
 assert {int(key) for key in ApiKey} == set(API_SPECS), "ApiKey and API_SPECS disagree"
