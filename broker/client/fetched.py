@@ -126,9 +126,12 @@ def decode_fetched(
             continue
         batch = _decode(buf, pos, topic, partition, check_crcs, limits)
         epoch = header.partition_leader_epoch
+        log_append_time = header.max_timestamp if header.timestamp_type else None
         for record in batch.records:
             if record.offset >= fetch_offset:
-                out.append(ConsumerRecord(topic, partition, record.offset, record.timestamp,
+                # LogAppendTime: every record reads the broker's stamp, the batch's max timestamp.
+                timestamp = record.timestamp if log_append_time is None else log_append_time
+                out.append(ConsumerRecord(topic, partition, record.offset, timestamp,
                                           header.timestamp_type, record.key, record.value,
                                           record.headers, epoch))
     if end == 0 and len(buf) > _MAGIC_OFFSET:

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-__all__ = ["LogConfig", "INT32_MAX", "INT64_MAX", "CLEANUP_POLICIES", "parse_cleanup_policy"]
+__all__ = ["LogConfig", "INT32_MAX", "INT64_MAX", "CLEANUP_POLICIES", "TIMESTAMP_TYPES", "parse_cleanup_policy"]
 
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1
@@ -31,6 +31,7 @@ _HOUR_MS = 3_600_000
 _MINUTE_MS = 60_000
 CLEANUP_POLICIES = ("compact", "delete")  # Kafka's order in its messages
 _DELETE_ONLY = frozenset({"delete"})
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")  # message.timestamp.type, Kafka's order
 # A decimal as Java's Double.parseDouble reads it (optional d/f suffix); not Python's extras
 # such as "1_0", which Kafka refuses.
 _DOUBLE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[dDfF]?")
@@ -72,6 +73,7 @@ _BROKER_KEYS: dict[str, tuple[tuple[str, int], ...]] = {
     "delete_retention_ms": (("log.cleaner.delete.retention.ms", 1),),
     "cleanup_policy": (("log.cleanup.policy", 1),),
     "min_cleanable_dirty_ratio": (("log.cleaner.min.cleanable.ratio", 1),),
+    "message_timestamp_type": (("log.message.timestamp.type", 1),),
 }
 
 _TOPIC_KEYS: dict[str, str] = {
@@ -89,6 +91,7 @@ _TOPIC_KEYS: dict[str, str] = {
     "delete_retention_ms": "delete.retention.ms",
     "cleanup_policy": "cleanup.policy",
     "min_cleanable_dirty_ratio": "min.cleanable.dirty.ratio",
+    "message_timestamp_type": "message.timestamp.type",
 }
 
 
@@ -120,6 +123,9 @@ class LogConfig:
     # "delete" runs retention by retention.ms/retention.bytes, "compact" the cleaner; both, or none.
     cleanup_policy: frozenset[str] = _DELETE_ONLY  # log.cleanup.policy / cleanup.policy
     min_cleanable_dirty_ratio: float = 0.5  # log.cleaner.min.cleanable.ratio / min.cleanable.dirty.ratio
+    # "LogAppendTime": a leader stamps each appended batch with its clock (the batch's max
+    # timestamp and timestamp type; records keep theirs); "CreateTime" keeps the producer's.
+    message_timestamp_type: str = "CreateTime"  # log.message.timestamp.type / message.timestamp.type
 
     def __post_init__(self) -> None:
         for name, (low, high) in _BOUNDS.items():
@@ -133,6 +139,9 @@ class LogConfig:
         if not isinstance(self.cleanup_policy, frozenset) or not self.cleanup_policy <= set(CLEANUP_POLICIES):
             raise ValueError(f"LogConfig.cleanup_policy={self.cleanup_policy!r} is invalid: must be a "
                              f"frozenset of {', '.join(CLEANUP_POLICIES)}")
+        if self.message_timestamp_type not in TIMESTAMP_TYPES:
+            raise ValueError(f"LogConfig.message_timestamp_type={self.message_timestamp_type!r} is invalid: "
+                             f"must be one of {', '.join(TIMESTAMP_TYPES)}")
         ratio = self.min_cleanable_dirty_ratio
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 1:
             raise ValueError(f"LogConfig.min_cleanable_dirty_ratio={ratio!r} is invalid: must be a "
@@ -147,6 +156,11 @@ class LogConfig:
         """The cleaner compacts this log (``cleanup.policy`` includes ``compact``): a leader
         refuses records without a key."""
         return "compact" in self.cleanup_policy
+
+    @property
+    def log_append_time(self) -> bool:
+        """A leader stamps appended batches with its clock (``message.timestamp.type``)."""
+        return self.message_timestamp_type == "LogAppendTime"
 
     @property
     def delete(self) -> bool:
@@ -184,6 +198,11 @@ def _parse_value(key: str, raw: str, name: str, factor: int = 1) -> object:
         return parse_cleanup_policy(key, raw)
     if name == "min_cleanable_dirty_ratio":
         return _parse_ratio(key, raw)
+    if name == "message_timestamp_type":
+        if raw not in TIMESTAMP_TYPES:  # Kafka's ValidString: exact, case-sensitive
+            raise ValueError(f"Invalid value {raw} for configuration {key}: String must be one of: "
+                             f"{', '.join(TIMESTAMP_TYPES)}")
+        return raw
     return _parse(key, raw, name, factor) * factor
 
 

@@ -59,7 +59,7 @@ class AppendInfo(NamedTuple):
     last_offset: int
     max_timestamp: int
     offset_of_max_timestamp: int
-    log_append_time: int  # -1: CreateTime; pylog does not stamp LogAppendTime yet
+    log_append_time: int  # the time stamped on a LogAppendTime topic's batches; -1: CreateTime
     valid_bytes: int
     batches: int
 
@@ -244,14 +244,15 @@ class Log:
         """
         if not -1 <= leader_epoch <= INT32_MAX:
             raise ValueError(f"leader epoch {leader_epoch} is not an int32 >= -1")
+        log_append_time = self._now_ms() if self._config.log_append_time else -1
         prepared = prepare_leader_append(
             _byte_view(records), self._append_limits, self._config.segment_bytes,
-            self.log_end_offset, leader_epoch,
+            self.log_end_offset, leader_epoch, log_append_time,
         )
         if prepared is None:
             return _EMPTY_APPEND
         self._append(prepared)
-        return _append_info(prepared)
+        return _append_info(prepared, log_append_time)
 
     @_storage_op
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
@@ -602,7 +603,7 @@ def _byte_view(records: bytes | bytearray | memoryview) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
-def _append_info(prepared: PreparedAppend) -> AppendInfo:
+def _append_info(prepared: PreparedAppend, log_append_time: int = -1) -> AppendInfo:
     batches = prepared.batches
     return AppendInfo(batches[0].base_offset, batches[-1].last_offset, prepared.max_timestamp,
-                      prepared.offset_of_max_timestamp, -1, prepared.size, len(batches))
+                      prepared.offset_of_max_timestamp, log_append_time, prepared.size, len(batches))

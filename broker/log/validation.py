@@ -18,7 +18,14 @@ from broker.log.errors import (
     RecordListTooLargeError,
 )
 from broker.log.segment import BatchInfo
-from broker.records import BatchHeader, BatchLimits, InvalidRecordError, validate_batch
+from broker.records import (
+    HEADER_SIZE,
+    BatchHeader,
+    BatchLimits,
+    InvalidRecordError,
+    log_append_time_header,
+    validate_batch,
+)
 
 __all__ = ["PreparedAppend", "prepare_leader_append", "prepare_follower_append"]
 
@@ -42,9 +49,14 @@ def prepare_leader_append(
     segment_bytes: int,
     first_offset: int,
     leader_epoch: int,
+    log_append_time_ms: int = -1,
 ) -> PreparedAppend | None:
     """Validate every batch of a produce and lay out its write with offsets from
     ``first_offset`` and ``leader_epoch`` stamped in fresh 16-byte prefixes. None if empty.
+
+    ``log_append_time_ms`` >= 0 (a LogAppendTime topic) restamps each batch's whole 61-byte
+    header instead (``log_append_time_header``: timestamp type, max timestamp, CRC); the
+    records themselves are still written from the caller's buffer.
 
     Raises the first bad batch's ``RecordsError`` (``validate_batch`` with CRC, then the
     leader's own rules), then ``RecordListTooLargeError`` if the append exceeds a segment.
@@ -58,11 +70,18 @@ def prepare_leader_append(
         _check_leader_batch(header)
         size = header.size
         last = offset + header.last_offset_delta
-        buffers.append(_PREFIX.pack(offset, header.batch_length, leader_epoch))
-        buffers.append(view[position + PREFIX_SIZE : position + size])
-        infos.append(BatchInfo(offset, last, header.max_timestamp, size))
-        if header.max_timestamp > max_timestamp or offset_of_max < 0:
-            max_timestamp, offset_of_max = header.max_timestamp, last
+        batch_max_timestamp = header.max_timestamp
+        if log_append_time_ms >= 0:
+            batch_max_timestamp = log_append_time_ms
+            restamped = log_append_time_header(view, position, size, log_append_time_ms)
+            buffers.append(_PREFIX.pack(offset, header.batch_length, leader_epoch) + restamped[PREFIX_SIZE:])
+            buffers.append(view[position + HEADER_SIZE : position + size])
+        else:
+            buffers.append(_PREFIX.pack(offset, header.batch_length, leader_epoch))
+            buffers.append(view[position + PREFIX_SIZE : position + size])
+        infos.append(BatchInfo(offset, last, batch_max_timestamp, size))
+        if batch_max_timestamp > max_timestamp or offset_of_max < 0:
+            max_timestamp, offset_of_max = batch_max_timestamp, last
         offset, position = last + 1, position + size
     _check_fits_segment(end, segment_bytes)
     return PreparedAppend(buffers, infos, end, max_timestamp, offset_of_max) if infos else None

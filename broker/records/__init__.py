@@ -28,6 +28,7 @@ from broker.records.header import (
     BatchLimits,
     batch_size_at,
     iter_batches,
+    log_append_time_header,
     read_header,
     set_base_offset,
     set_partition_leader_epoch,
@@ -40,6 +41,7 @@ __all__ = [
     "LOG_OVERHEAD",
     "Record", "RecordBatch", "RecordBatchTooLargeError", "RecordsError",
     "UnsupportedCompressionError", "batch_size_at", "decode_batch", "decode_control_record",
-    "encode_batch", "encode_control_batch", "encode_retained_batch", "iter_batches", "read_header",
+    "encode_batch", "encode_control_batch", "encode_retained_batch", "iter_batches",
+    "log_append_time_header", "read_header",
     "set_base_offset", "set_partition_leader_epoch", "validate_batch",
 ]

@@ -48,6 +48,7 @@ __all__ = [
     "set_base_offset",
     "set_partition_leader_epoch",
     "compute_crc",
+    "log_append_time_header",
 ]
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -59,6 +60,8 @@ ATTRIBUTES_OFFSET = 21  # the CRC covers [ATTRIBUTES_OFFSET, end)
 _LENGTH_PREFIX = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_MAX_TIMESTAMP_OFFSET = 35  # after lastOffsetDelta (23) and baseTimestamp (27)
 _UINT32 = struct.Struct(">I")
 _MAGIC_AND_CRC = struct.Struct(">bI")
 
@@ -243,6 +246,21 @@ def iter_batches(
 def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
     """Rewrite baseOffset in place; it lies outside the CRC, so the CRC stays valid."""
     _INT64.pack_into(buf, pos, base_offset)
+
+
+def log_append_time_header(buf: bytes | bytearray | memoryview, pos: int, size: int, time_ms: int) -> bytes:
+    """The 61-byte header of the batch at ``pos`` restamped for a LogAppendTime topic: the
+    timestamp type bit set, ``maxTimestamp = time_ms``, the CRC recomputed over the new header
+    and the unchanged records (Kafka's ``setMaxTimestamp(LOG_APPEND_TIME, now)``: record-level
+    timestamps stay; readers take every record's time from ``maxTimestamp``)."""
+    view = memoryview(buf)
+    header = bytearray(view[pos : pos + HEADER_SIZE])
+    attributes = _INT16.unpack_from(header, ATTRIBUTES_OFFSET)[0] | TIMESTAMP_TYPE_MASK
+    _INT16.pack_into(header, ATTRIBUTES_OFFSET, attributes)
+    _INT64.pack_into(header, _MAX_TIMESTAMP_OFFSET, time_ms)
+    crc = crc32c.crc32c(view[pos + HEADER_SIZE : pos + size], crc32c.crc32c(header[ATTRIBUTES_OFFSET:]))
+    _UINT32.pack_into(header, CRC_OFFSET, crc)
+    return bytes(header)
 
 
 def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:

@@ -146,7 +146,7 @@ _TOPIC_CONFIGS.update({
         _one_of("unclean.leader.election.enable", ("true", "false"))),
     "message.timestamp.type": _TopicConfig(
         "message.timestamp.type", "log.message.timestamp.type", TYPE_STRING,
-        lambda c: "CreateTime", _one_of("message.timestamp.type", ("CreateTime",))),
+        _log_value("message_timestamp_type"), _via_log_config("message.timestamp.type")),
 })
 
 TOPIC_CONFIG_NAMES = tuple(sorted(_TOPIC_CONFIGS))

@@ -88,6 +88,21 @@ def produce_kafka_python(bootstrap: str, topic: str, records: list[Sent], compre
     return reports
 
 
+def produce_kafka_python_timestamps(bootstrap: str, topic: str, records: list[Sent]) -> list[int]:
+    """Produce in order to partition 0; the timestamp each delivery report gives (the broker's
+    stamp on a LogAppendTime topic, else the record's own)."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, retries=0)
+    try:
+        futures = [producer.send(topic, key=r.key, value=r.value, partition=0, timestamp_ms=r.timestamp_ms)
+                   for r in records]
+        producer.flush(DEADLINE_S)
+    finally:
+        producer.close(timeout=DEADLINE_S)
+    return [future.get(timeout=0).timestamp for future in futures]
+
+
 def consume_kafka_python(bootstrap: str, topic: str, count: int, start_offset: int | None = None) -> list[tuple]:
     """Partition 0 from the earliest offset (or ``start_offset``) until ``count`` records (or the
     deadline), then one short poll more, so a record too many is seen too."""

@@ -22,10 +22,10 @@ from peer_clients import (
     produce_confluent,
     produce_console,
     produce_kafka_python,
+    produce_kafka_python_timestamps,
 )
 from peer_support import unique_topic
 
-from broker.client.errors import KafkaError
 from broker.wire import ErrorCode
 
 SUPPORTED_COMPRESSION = ["none", "gzip", "lz4"]
@@ -85,17 +85,23 @@ def test_unsupported_compression_is_refused_by_pylog_only(peers, compression):
     assert pylog_error == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
 
 
-def test_log_append_time_topics_are_refused_by_pylog_only(peers):
-    # Difference not built yet: pylog stores the producer's CreateTime only (it never rewrites a
-    # batch header to LogAppendTime), so it refuses the topic config Apache Kafka accepts.
-    outcome = {}
+def test_log_append_time_topics_stamp_records_alike(peers):
+    """message.timestamp.type=LogAppendTime: the broker's clock replaces the producer's
+    timestamps, in the delivery report and for every record read back (type 1)."""
+    records = [Sent(b"k0", b"v0", (), 1_000), Sent(None, b"v1", (), 2_000), Sent(b"k2", None, (), 3_000)]
+    seen = {}
     for peer in peers:
-        try:
-            peer.create_topic(unique_topic("log-append-time"), configs={"message.timestamp.type": "LogAppendTime"})
-            outcome[peer.name] = ErrorCode.NONE
-        except KafkaError as exc:
-            outcome[peer.name] = exc.code
-    assert outcome == {"kafka": ErrorCode.NONE, "pylog": ErrorCode.INVALID_CONFIG}
+        topic = peer.create_topic(unique_topic("log-append-time"),
+                                  configs={"message.timestamp.type": "LogAppendTime"})
+        started_ms = int(time.time() * 1000)
+        stamps = produce_kafka_python_timestamps(peer.bootstrap, topic, records)
+        read = consume_kafka_python(peer.bootstrap, topic, len(records))
+        finished_ms = int(time.time() * 1000)
+        assert all(started_ms <= stamp <= finished_ms for stamp in stamps), (peer, stamps)
+        assert [r[-1] for r in read] == stamps, peer  # the record's time is its batch's stamp
+        seen[peer.name] = [r[:-1] for r in read]
+    assert seen["pylog"] == seen["kafka"]
+    assert {r[-1] for r in seen["kafka"]} == {1}  # LogAppendTime
 
 
 @pytest.mark.parametrize("compression", ["lz4"])  # one codec: each run starts four JVMs (~10 s)

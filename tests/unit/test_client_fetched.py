@@ -233,3 +233,11 @@ def test_read_committed_matches_a_model_of_transactions(ops, final_commit, draw)
         (o, v) for o, v, _ in expected if o >= fetch_offset
     ]
     assert committed.next_offset == uncommitted.next_offset == max(end_offset, fetch_offset)
+
+
+def test_log_append_time_batches_give_every_record_the_batch_stamp():
+    """Kafka's clients read a LogAppendTime batch's max timestamp as every record's time."""
+    stamped = encode_batch([Record(5, 1_000, None, b"a"), Record(6, 1_007, None, b"b")], timestamp_type=1)
+    created = encode_batch([Record(7, 2_000, None, b"c")])
+    fetched = decode_fetched("t", 0, stamped + created, 5)
+    assert [(r.timestamp, r.timestamp_type) for r in fetched.records] == [(1_007, 1), (1_007, 1), (2_000, 0)]

@@ -211,3 +211,20 @@ def test_direct_construction_checks_compaction_fields() -> None:
         LogConfig(min_cleanable_dirty_ratio=1.01)
     with pytest.raises(ValueError, match="min_cleanable_dirty_ratio"):
         LogConfig(min_cleanable_dirty_ratio=float("nan"))
+
+
+@pytest.mark.parametrize("props, overrides, expected", [
+    ({}, {}, "CreateTime"),
+    ({"log.message.timestamp.type": "LogAppendTime"}, {}, "LogAppendTime"),
+    ({"log.message.timestamp.type": "LogAppendTime"}, {"message.timestamp.type": "CreateTime"}, "CreateTime"),
+    ({}, {"message.timestamp.type": "LogAppendTime"}, "LogAppendTime"),
+])
+def test_message_timestamp_type(props, overrides, expected) -> None:
+    config = LogConfig.from_properties(props, overrides)
+    assert (config.message_timestamp_type, config.log_append_time) == (expected, expected == "LogAppendTime")
+
+
+@pytest.mark.parametrize("raw", ["logappendtime", "", "Both"])
+def test_message_timestamp_type_is_one_of_kafkas_exactly(raw) -> None:
+    with pytest.raises(ValueError, match="String must be one of: CreateTime, LogAppendTime"):
+        LogConfig().with_overrides({"message.timestamp.type": raw})

@@ -350,3 +350,25 @@ def test_reads_of_recent_small_batches_match_a_scan(tmp_path: Path, interval: in
     seg.append([raw], [BatchInfo(290, 290, T0, len(raw))])
     check(seg, 291)
     seg.close()
+
+
+def test_log_append_time_restamps_each_batch_and_keeps_its_records(tmp_path: Path) -> None:
+    """message.timestamp.type=LogAppendTime: the leader's clock becomes each batch's max
+    timestamp with the timestamp type bit set and a fresh CRC; records and their own timestamps
+    are stored as sent; the time index and ListOffsets use the stamp."""
+    clock = Clock(T0 + 50_000)
+    log = Log.open(tmp_path / "t-0", LogConfig(message_timestamp_type="LogAppendTime"), clock)
+    sent = batch_at(0, 3, ts=T0)
+    info = log.append_as_leader(sent, 4)
+    clock.now += 10
+    second = log.append_as_leader(batch_at(0, 2, ts=T0 + 99_000), 4)
+    assert (info.log_append_time, info.max_timestamp, second.log_append_time) == (T0 + 50_000,) * 2 + (T0 + 50_010,)
+    stored = log.read(0, BIG).records
+    headers = [header for _, header in iter_batches(stored)]
+    assert [(h.timestamp_type, h.max_timestamp, h.base_timestamp) for h in headers] == [
+        (1, T0 + 50_000, T0), (1, T0 + 50_010, T0 + 99_000)]
+    batch = decode_batch(stored, 0)  # the CRC was recomputed (decode checks it)
+    assert batch.records == decode_batch(sent, 0).records
+    assert log.offset_for_timestamp(T0 + 50_001) == (3, T0 + 50_010)
+    assert log.offset_for_timestamp(-3) == (3, T0 + 50_010)
+    log.close()
