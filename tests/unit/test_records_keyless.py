@@ -55,7 +55,8 @@ def test_corruption_is_reported_before_missing_keys():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.one_of(st.none(), st.binary(max_size=20)), min_size=1, max_size=12),
+@given(st.lists(st.lists(st.one_of(st.none(), st.binary(max_size=20),  # 1-byte and 2-byte key lengths
+                                  st.binary(min_size=60, max_size=300)), min_size=1, max_size=12),
                 min_size=1, max_size=4),
        st.sampled_from(CODECS))
 def test_exactly_the_null_keys_are_found(batches, compression):
