@@ -433,6 +433,14 @@ def test_delete_topics(harness):
     assert not log_dir.exists()
 
 
+def test_delete_topics_answers_a_name_given_twice_once_and_deletes_nothing(harness):
+    response = run(harness.call(DELETE, 6, {"topics": [{"name": "events"}, {"name": "nope"}, {"name": "events"}],
+                                            "timeout_ms": 1000}))
+    assert [(r.name, r.error_code) for r in response.responses] == [
+        ("events", ErrorCode.INVALID_REQUEST), ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]  # as Kafka
+    assert "events" in harness.snapshot.topics
+
+
 def test_describe_configs(tmp_path):
     h = Harness(tmp_path, log_retention_hours="2")
     h.add_topic("t", {0: [1]}, config={"segment.bytes": "1048576"})

@@ -5,7 +5,8 @@ watch then sends StopReplica (delete) to the replicas, and every broker also del
 when the topic leaves its own ZooKeeper watch (whichever comes first). The answer waits until
 this broker no longer has the topic (at most ``timeout_ms``, then REQUEST_TIMED_OUT). Unknown
 topics are UNKNOWN_TOPIC_OR_PARTITION (3); v6 may name a topic by id (UNKNOWN_TOPIC_ID 100 when
-no topic has it); ``delete.topic.enable=false`` is TOPIC_DELETION_DISABLED (73).
+no topic has it); ``delete.topic.enable=false`` is TOPIC_DELETION_DISABLED (73). A name (or id)
+given twice is answered once with INVALID_REQUEST (42) and not deleted, as Kafka answers.
 
 An internal topic (``__consumer_offsets``, ``__transaction_state``) is refused with
 INVALID_TOPIC_EXCEPTION (17) and a message. This is a deliberate difference from Kafka 4.1,
@@ -16,6 +17,8 @@ client-side while it spoke to ZooKeeper). 17 is the code Produce gives the same 
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from broker.cluster.internal_topics import is_internal
 from broker.server.context import BrokerContext
@@ -41,7 +44,15 @@ async def handle(ctx: BrokerContext, header, request) -> DeleteTopicsResponse:
         return error_response(header, request, ErrorCode.TOPIC_DELETION_DISABLED)
     snapshot = ctx.metadata.snapshot
     results, deleted = [], []
-    for name, topic_id in _requested(header, request):
+    requested = _requested(header, request)
+    counts = Counter(name if name is not None else topic_id for name, topic_id in requested)
+    for name, topic_id in requested:
+        key = name if name is not None else topic_id
+        if counts[key] > 1:  # Kafka: one INVALID_REQUEST per duplicated name or id, nothing deleted
+            if not any(r.name == name and r.topic_id == topic_id for r in results):
+                results.append(_Result(name=name, topic_id=topic_id, error_code=ErrorCode.INVALID_REQUEST,
+                                       error_message=f"Duplicate topic {'name' if name else 'id'}."))
+            continue
         topic = snapshot.topics.get(name) if name is not None else snapshot.topic_by_id(topic_id)
         if topic is None:
             error = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
