@@ -22,9 +22,16 @@ from peer_answers import (
     produce_answer,
 )
 from peer_support import unique_topic
-from wire_probe import batch_of, connect, produce_partition, produce_request, serves_after
+from wire_probe import (
+    batch_of,
+    connect,
+    highest_common_version,
+    produce_partition,
+    produce_request,
+    serves_after,
+)
 
-from broker.wire import ApiKey, ErrorCode, MetadataRequest
+from broker.wire import ApiKey, ErrorCode, MetadataRequest, OffsetForLeaderEpochRequest
 
 
 @pytest.fixture(scope="module")
@@ -163,3 +170,35 @@ def test_produce_with_invalid_acks_is_refused_alike(peers, versions):
                                                        batch_of([b"bad acks"]), acks=acks))
         assert seen["kafka"] == seen["pylog"], f"acks={acks}"
         assert seen["pylog"][0] == "INVALID_REQUIRED_ACKS"
+
+
+def epoch_end_answer(peer, version: int, topic: str, leader_epoch: int, current_leader_epoch: int = -1,
+                     partition: int = 0) -> tuple:
+    request = OffsetForLeaderEpochRequest(replica_id=-1, topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(
+        topic=topic, partitions=[OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+            partition=partition, current_leader_epoch=current_leader_epoch, leader_epoch=leader_epoch)])])
+    with connect(peer) as raw:
+        response = raw.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, request)
+    [answer] = response.topics
+    [result] = answer.partitions
+    return ErrorCode(result.error_code).name, result.leader_epoch, result.end_offset
+
+
+def test_offset_for_leader_epoch_answers_alike(peers):
+    """What a consumer validating its position after a leader change (KIP-320) is told."""
+    version = highest_common_version(peers, ApiKey.OFFSET_FOR_LEADER_EPOCH)
+    topics = {peer.name: peer.create_topic(unique_topic("epoch-end")) for peer in peers}
+    for peer in peers:
+        assert produce_answer(peer, 9, topics[peer.name], batch_of([b"e"] * 4))[:2] == ("NONE", 0)
+    epoch = leader_epoch(peers[1], topics["pylog"])
+    cases = {
+        "the current epoch": dict(leader_epoch=epoch),
+        "a future epoch": dict(leader_epoch=epoch + 3),
+        "current_leader_epoch ahead": dict(leader_epoch=epoch, current_leader_epoch=epoch + 1),
+        "unknown partition": dict(leader_epoch=epoch, partition=5),
+    }
+    for case, fields in cases.items():
+        seen = compare(peers, lambda p: epoch_end_answer(p, version, topics[p.name], **fields))
+        assert seen["kafka"] == seen["pylog"], f"OffsetForLeaderEpoch v{version}: {case}"
+    seen = compare(peers, lambda p: epoch_end_answer(p, version, unique_topic("epoch-end-missing"), 0))
+    assert seen["kafka"] == seen["pylog"] == ("UNKNOWN_TOPIC_OR_PARTITION", -1, -1)
