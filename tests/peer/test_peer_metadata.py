@@ -57,6 +57,20 @@ def test_api_versions_answer_alike_at_every_version(peers):
     assert answers["pylog"] == answers["kafka"]
 
 
+def test_feature_flags_are_sent_by_apache_kafka_only(peers):
+    # Intended difference: KIP-584 feature flags (ApiVersions v3+ tagged fields) describe KRaft
+    # metadata versions; pylog, a ZooKeeper-mode cluster, has none, and clients do not need them.
+    features = {}
+    for peer in peers:
+        with connection(peer) as conn:
+            response = conn.request(ApiKey.API_VERSIONS, {"client_software_name": "pylog-peer-tier",
+                                                          "client_software_version": "1"}, api_version=4)
+        features[peer.name] = ({f.name for f in response.supported_features or ()},
+                               {f.name for f in response.finalized_features or ()})
+    assert "metadata.version" in features["kafka"][0] and "metadata.version" in features["kafka"][1]
+    assert features["pylog"] == (set(), set())
+
+
 def _api_versions_shape(response) -> tuple:
     keys = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     return (response.error_code, response.throttle_time_ms, ApiKey.API_VERSIONS in keys,

@@ -51,12 +51,15 @@ def produce(conn: BrokerConnection, topic: str, batch: bytes, version: int) -> t
             fields(p.current_leader, "leader_id", "leader_epoch"))
 
 
-def fetch(conn: BrokerConnection, topic: str, offset: int, version: int, isolation_level: int) -> tuple:
+def fetch(conn: BrokerConnection, topic: str, offset: int, version: int, isolation_level: int,
+          max_bytes: int = 1 << 20) -> tuple:
+    """``max_bytes`` bounds the response and the partition (KIP-74: the first batch comes whole
+    even when it is larger)."""
     response = conn.request(ApiKey.FETCH, {
-        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": max_bytes,
         "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
         "topics": [{"topic": topic, "partitions": [
-            {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}],
+            {"partition": 0, "fetch_offset": offset, "partition_max_bytes": max_bytes}]}],
         "forgotten_topics_data": []}, api_version=version)
     (topic_answer,) = response.responses
     (p,) = topic_answer.partitions
@@ -89,8 +92,9 @@ def test_produce_and_fetch_answer_alike_at_every_shared_version(peers):
         with BrokerConnection("127.0.0.1", peer.ports[0]) as conn:
             wait_until_writable(conn, topic)
             produced = [produce(conn, topic, batches[v % 2], v) for v in produce_versions]
-            fetched = {(v, isolation, offset): fetch(conn, topic, offset, v, isolation)
-                       for v in fetch_versions for isolation in (0, 1) for offset in (0, 3, 2 * len(produced))}
+            fetched = {(v, isolation, offset, max_bytes): fetch(conn, topic, offset, v, isolation, max_bytes)
+                       for v in fetch_versions for isolation in (0, 1) for offset in (0, 3, 2 * len(produced))
+                       for max_bytes in (1 << 20, 10)}
         seen[peer.name] = produced, fetched
     produced, fetched = seen["kafka"]
     assert seen["pylog"][0] == produced
@@ -99,4 +103,5 @@ def test_produce_and_fetch_answer_alike_at_every_shared_version(peers):
     # The scenario is sound: every batch appended in turn, and a fetch from 3 (inside the
     # second batch) starts at that batch.
     assert [p[:2] for p in produced] == [(0, 2 * i) for i in range(len(produced))]
-    assert fetched[(12, 0, 3)][9][:8] == (2).to_bytes(8, "big")
+    assert fetched[(12, 0, 3, 1 << 20)][9][:8] == (2).to_bytes(8, "big")
+    assert len(fetched[(12, 0, 3, 1 << 20)][9]) > len(fetched[(12, 0, 3, 10)][9]) > 10  # one whole batch
