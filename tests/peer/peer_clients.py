@@ -18,6 +18,8 @@ from broker.tools.kafka_peer import run_kafka_tool
 
 DEADLINE_S = 30.0
 PRODUCER_REQUEST_BYTES_MAX = 1_100_000  # above the brokers' 1 MiB limit: the broker decides
+# Producers keep their default retries: Apache Kafka may answer NOT_LEADER_OR_FOLLOWER for a
+# moment after a new topic's leader shows in Metadata (its metadata cache is published first).
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,7 @@ def produce_confluent(bootstrap: str, topic: str, records: list[Sent], compressi
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "compression.type": compression,
-                         "linger.ms": 20, "message.max.bytes": PRODUCER_REQUEST_BYTES_MAX,
-                         "message.send.max.retries": 0})
+                         "linger.ms": 20, "message.max.bytes": PRODUCER_REQUEST_BYTES_MAX})
     reports: list = [None] * len(records)
 
     def report(index):
@@ -68,7 +69,7 @@ def produce_kafka_python(bootstrap: str, topic: str, records: list[Sent], compre
     """Produce in order to partition 0; ``[(partition, offset, error name or None)]``."""
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, retries=0,
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20,
                              compression_type=None if compression == "none" else compression,
                              max_request_size=PRODUCER_REQUEST_BYTES_MAX)
     try:
@@ -93,7 +94,7 @@ def produce_kafka_python_timestamps(bootstrap: str, topic: str, records: list[Se
     stamp on a LogAppendTime topic, else the record's own)."""
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, retries=0)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
     try:
         futures = [producer.send(topic, key=r.key, value=r.value, partition=0, timestamp_ms=r.timestamp_ms)
                    for r in records]

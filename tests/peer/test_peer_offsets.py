@@ -26,7 +26,7 @@ def produce_batches(bootstrap: str, topic: str, base_ms: int, compression: str) 
     """One record batch per entry of ``BATCHES`` (a flush after each), all to partition 0."""
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=60_000, retries=0,
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=60_000,
                              compression_type=None if compression == "none" else compression)
     try:
         for batch in BATCHES:
