@@ -26,7 +26,8 @@ from peer_clients import (
 )
 from peer_support import unique_topic
 
-from broker.wire import ErrorCode
+from broker.client.connection import BrokerConnection
+from broker.wire import ApiKey, ErrorCode
 
 SUPPORTED_COMPRESSION = ["none", "gzip", "lz4"]
 # 1 MiB batch limit (message.max.bytes 1048588 on both) less lz4's growth on incompressible data.
@@ -99,9 +100,20 @@ def test_log_append_time_topics_stamp_records_alike(peers):
         finished_ms = int(time.time() * 1000)
         assert all(started_ms <= stamp <= finished_ms for stamp in stamps), (peer, stamps)
         assert [r[-1] for r in read] == stamps, peer  # the record's time is its batch's stamp
-        seen[peer.name] = [r[:-1] for r in read]
+        with BrokerConnection("127.0.0.1", peer.ports[0]) as conn:  # ListOffsets by the stamps
+            found = [list_offsets_answer(conn, topic, t) for t in (-3, stamps[0], stamps[-1] + 1)]
+        assert [timestamp for _, timestamp in found] == [stamps[-1], stamps[0], -1], peer
+        seen[peer.name] = [r[:-1] for r in read], [offset for offset, _ in found]
     assert seen["pylog"] == seen["kafka"]
-    assert {r[-1] for r in seen["kafka"]} == {1}  # LogAppendTime
+    assert {r[-1] for r in seen["kafka"][0]} == {1}  # LogAppendTime
+
+
+def list_offsets_answer(conn: BrokerConnection, topic: str, timestamp: int) -> tuple[int, int]:
+    response = conn.request(ApiKey.LIST_OFFSETS, {"replica_id": -1, "topics": [{"name": topic, "partitions": [
+        {"partition_index": 0, "timestamp": timestamp}]}]}, api_version=7)
+    answer = response.topics[0].partitions[0]
+    assert answer.error_code == 0, answer
+    return answer.offset, answer.timestamp
 
 
 @pytest.mark.parametrize("compression", ["lz4"])  # one codec: each run starts four JVMs (~10 s)
