@@ -189,7 +189,8 @@ class ApacheKafkaCluster:
         if ports_file.exists():
             rows = [line.split() for line in ports_file.read_text().splitlines() if line.strip()]
             return [_Node(int(n), int(c), int(k), self.directory / f"kafka-{n}") for n, c, k in rows]
-        return [_Node(n, find_free_port(), find_free_port(), self.directory / f"kafka-{n}")
+        ports = _distinct_free_ports(2 * brokers)
+        return [_Node(n, ports[2 * n - 2], ports[2 * n - 1], self.directory / f"kafka-{n}")
                 for n in range(1, brokers + 1)]
 
     def _properties(self, node: _Node) -> dict[str, str]:
@@ -350,6 +351,19 @@ def run_peer(args, out, err) -> int:
         state = f"running (pid {pid})" if pid else "stopped"
         print(f"kafka node {node_id}: 127.0.0.1:{port} {state}", file=out)
     return 0
+
+
+def _distinct_free_ports(count: int, find=None) -> list[int]:
+    """``count`` different free ports: a port is free again as soon as its probe socket closes,
+    so two probes can return the same one (a client and a controller listener on one port stop
+    kafka-storage format)."""
+    find = find or find_free_port
+    ports: list[int] = []
+    while len(ports) < count:
+        port = find()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 def _random_cluster_id() -> str:

@@ -1,4 +1,4 @@
-"""The Apache Kafka launcher's cluster ids are ones kafka-storage accepts on its command line."""
+"""The Apache Kafka launcher's cluster ids and ports are ones kafka-storage accepts."""
 
 from __future__ import annotations
 
@@ -16,3 +16,8 @@ def test_a_cluster_id_never_starts_with_a_dash():
         cluster_id = kafka_peer._random_cluster_id()
     assert cluster_id == base64.urlsafe_b64encode(plain.bytes).decode().rstrip("=")
     assert len(cluster_id) == 22 and not cluster_id.startswith("-")
+
+
+def test_planned_ports_are_distinct():
+    probes = iter([5000, 5000, 5001, 5000, 5002, 5003])
+    assert kafka_peer._distinct_free_ports(4, find=lambda: next(probes)) == [5000, 5001, 5002, 5003]
