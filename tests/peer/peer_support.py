@@ -13,12 +13,14 @@ from broker.client.admin import AdminClient
 # topics are created explicitly, and the same message size limit holds on both. Retention runs
 # every 500 ms (not 5 min) from the start (Kafka's log.initial.task.delay.ms is 30 s by default;
 # pylog has no such delay and ignores the key), so a test can move a log start offset with
-# retention.bytes.
+# retention.bytes. The log cleaner looks for work every 100 ms (Kafka's log.cleaner.backoff.ms is
+# 15 s), so a compacted topic is cleaned soon after its active segment rolls.
 COMMON_BROKER_SETTINGS = {
     "auto.create.topics.enable": "false",
     "message.max.bytes": "1048588",
     "log.retention.check.interval.ms": "500",
     "log.initial.task.delay.ms": "0",
+    "log.cleaner.backoff.ms": "100",
 }
 _topic_numbers = itertools.count()
 
