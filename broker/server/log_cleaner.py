@@ -14,7 +14,10 @@ what to clean and keeps the bookkeeping, like Kafka's ``LogCleanerManager``:
   first dirty offset to ``cleaner-offset-checkpoint`` in the log's directory (Kafka's format).
 - A log whose pass raises (a CRC error in a segment, a full disk while writing ``.cleaned``
   files: the old segments stay untouched) is marked uncleanable and skipped from then on; the
-  error is logged, the broker and the other logs go on. ``statistics()`` reports them.
+  error is logged, the broker and the other logs go on. ``statistics()`` reports them, and so
+  does ``uncleanable-partitions`` in the log's directory (``broker.log.cleaner.status``), for
+  ``pylog topics describe``; the file is removed when the service first uses a directory, since
+  a restart retries every log as Kafka's does.
 """
 
 from __future__ import annotations
@@ -30,13 +33,13 @@ from broker.log.checkpoint import read_checkpoint, write_checkpoint
 from broker.log.cleaner.cleaning_pass import CleanerSettings, begin_pass, summarize
 from broker.log.cleaner.key_hash import new_hash_keys
 from broker.log.cleaner.plan import choose_log, cleanable_section
+from broker.log.cleaner.status import CLEANER_CHECKPOINT, clear_uncleanable, write_uncleanable
 from broker.log.errors import CheckpointError
 
 __all__ = ["CLEANER_CHECKPOINT", "CleanerStatistics", "LogCleanerService"]
 
 logger = logging.getLogger(__name__)
 
-CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 TopicPartition = tuple[str, int]
 
 
@@ -141,6 +144,14 @@ class LogCleanerService:
     def _mark_uncleanable(self, tp: TopicPartition, exc: BaseException) -> None:
         logger.error("log %s-%d is uncleanable from now on: %s", *tp, exc, exc_info=exc)
         self.stats.uncleanable[tp] = f"{type(exc).__name__}: {exc}"
+        log_dir = self._log_dir(tp)
+        if log_dir is not None:
+            self._checkpoints_of(log_dir)  # the directory's stale file is gone before the first write
+            in_dir = {p: error for p, error in self.stats.uncleanable.items() if self._log_dir(p) == log_dir}
+            try:
+                write_uncleanable(log_dir, in_dir)
+            except OSError as write_error:  # e.g. the full disk that made the log uncleanable
+                logger.warning("could not write %s's uncleanable-partitions: %s", log_dir, write_error)
         return None
 
     def _log_dir(self, tp: TopicPartition) -> Path | None:
@@ -148,6 +159,10 @@ class LogCleanerService:
 
     def _checkpoints_of(self, log_dir: Path) -> dict[TopicPartition, int]:
         if log_dir not in self._checkpoints:
+            try:
+                clear_uncleanable(log_dir)  # left by an earlier run of the broker
+            except OSError as exc:
+                logger.warning("could not remove %s's uncleanable-partitions: %s", log_dir, exc)
             try:
                 self._checkpoints[log_dir] = read_checkpoint(log_dir / CLEANER_CHECKPOINT)
             except CheckpointError as exc:  # as Kafka: a bad file means every log is dirty again

@@ -10,8 +10,11 @@ non-zero, never with a traceback. ``describe`` prints Kafka's layout::
 ``Offline`` (replicas on brokers that are not registered) appears only when there are some, as in
 Kafka. The topic line also carries ``CleanupPolicy`` (``delete``, ``compact`` or both: what
 retention and the log cleaner do with the topic) and Kafka's ``Configs`` (the settings that are
-not defaults, ``k=v`` joined by commas). The topic line is where the cleaner's figures join
-(``_compaction_columns``); a compacted partition's dirty ratio will join its partition line. ``--under-replicated-partitions`` keeps partitions whose ISR is smaller than their replica
+not defaults, ``k=v`` joined by commas). With ``--broker-config server.properties`` (repeat or
+list several) a compacted topic's partition lines add the cleaner's figures, read from those
+brokers' log directories: ``DirtyRatio: 1=0.42,2=0.40`` per replica copy and ``Uncleanable: 2``
+(``broker.tools.cleaner_columns`` says why they come from the files and not from the broker).
+``--under-replicated-partitions`` keeps partitions whose ISR is smaller than their replica
 list, ``--unavailable-partitions`` those without a live leader: the two questions an operator asks
 after a broker dies.
 """
@@ -19,11 +22,13 @@ after a broker dies.
 from __future__ import annotations
 
 import argparse
+import time
 from typing import TextIO
 
 from broker.client import AdminClient, ClientConfig, KafkaError
 from broker.client.admin import ConfigValue
 from broker.cluster.names import COLLISION_WARNING, has_collision_chars, validate_topic_name
+from broker.tools.cleaner_columns import broker_log_dirs, cleaner_columns
 
 __all__ = ["add_topics_parser", "run_topics", "parse_configs"]
 
@@ -52,6 +57,9 @@ def add_topics_parser(subparsers) -> argparse.ArgumentParser:
     describe = actions.add_parser("describe", help="partitions, leaders, replicas and ISR")
     _common(describe)
     describe.add_argument("--topic", default=None, help="one topic (default: all)")
+    describe.add_argument("--broker-config", action="extend", nargs="+", default=[], metavar="FILE",
+                          help="server.properties of brokers on this machine: a compacted topic's "
+                               "partitions then show the dirty ratio and uncleanable state of their copies")
     only = describe.add_mutually_exclusive_group()
     only.add_argument("--under-replicated-partitions", action="store_true",
                       help="only partitions whose ISR is smaller than their replica list")
@@ -131,7 +139,10 @@ def _describe(admin: AdminClient, args, out: TextIO, err: TextIO | None) -> int:
     unavailable = getattr(args, "unavailable_partitions", False)
     filtered = under or unavailable
     configs = {} if filtered else admin.describe_topic_configs([t.name for t in topics])
+    log_dirs = broker_log_dirs(getattr(args, "broker_config", []))
+    now_ms = time.time_ns() // 1_000_000  # the tool's edge: the cleaner's lag settings compare with it
     for topic in topics:
+        settings = {c.name: c.value for c in configs.get(topic.name, []) if c.value is not None}
         if not filtered:  # Kafka prints the topic line only for a full description
             topic_id = str(topic.topic_id) if topic.topic_id is not None else "none"
             print(f"Topic: {topic.name}\tTopicId: {topic_id}\tPartitionCount: {len(topic.partitions)}\t"
@@ -146,7 +157,8 @@ def _describe(admin: AdminClient, args, out: TextIO, err: TextIO | None) -> int:
             leader = str(p.leader) if p.leader >= 0 else "none"
             offline = f"\tOffline: {_ids(p.offline_replicas)}" if p.offline_replicas else ""
             print(f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {leader}\t"
-                  f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}{offline}", file=out)
+                  f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}{offline}"
+                  f"{cleaner_columns(topic.name, p.partition, p.replicas, settings, log_dirs, now_ms)}", file=out)
     return 0
 
 
