@@ -27,6 +27,7 @@ from peer_clients import (
 from peer_support import unique_topic
 
 from broker.client.connection import BrokerConnection
+from broker.client.errors import KafkaError
 from broker.wire import ApiKey, ErrorCode
 
 SUPPORTED_COMPRESSION = ["none", "gzip", "lz4"]
@@ -84,6 +85,22 @@ def test_unsupported_compression_is_refused_by_pylog_only(peers, compression):
     assert reports["kafka"] == [(0, 0, None)]
     ((_, _, pylog_error),) = reports["pylog"]
     assert pylog_error == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+
+
+def test_topic_compression_other_than_producer_is_refused_by_pylog_only(peers):
+    # Intended difference: pylog stores batches as the producer compressed them (the produce path
+    # writes the request's bytes, DESIGN.md "Produce"), so it refuses a topic compression.type that
+    # would make the broker recompress; Apache Kafka accepts it. "producer" works on both.
+    outcome = {}
+    for peer in peers:
+        for codec in ("producer", "gzip"):
+            try:
+                peer.create_topic(unique_topic("topic-codec"), configs={"compression.type": codec})
+                outcome[(peer.name, codec)] = ErrorCode.NONE
+            except KafkaError as exc:
+                outcome[(peer.name, codec)] = exc.code
+    assert outcome == {("kafka", "producer"): 0, ("kafka", "gzip"): 0,
+                       ("pylog", "producer"): 0, ("pylog", "gzip"): ErrorCode.INVALID_CONFIG}
 
 
 def test_log_append_time_topics_stamp_records_alike(peers):
