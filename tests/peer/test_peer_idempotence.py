@@ -2,8 +2,8 @@
 
 One script of InitProducerId and Produce requests, with hand-set producer ids, epochs and
 sequences, runs against each broker on its own topic; every answer is reduced to what a producer
-acts on (error code, base offset, log start offset, record errors) and the two lists compared
-step by step. Deliberate differences are named where they are asserted.
+acts on (error code, base offset, log start offset, record errors, log append time) and the two
+lists are compared step by step. Deliberate differences are named where they are asserted.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ class Send(NamedTuple):
 
 
 class Bump(NamedTuple):
-    """InitProducerId with ``producer_id``/``epoch`` as given ("own": the current ones; -1: none)."""
+    """InitProducerId with ``producer_id``/``epoch`` as given ("own": the current ones; anything
+    else: -1)."""
 
     label: str
     producer_id: str = "own"
@@ -130,6 +131,8 @@ def test_sequence_rules_answer_alike(peers, versions, produce_version):
     assert by_label["old epoch"][0] == "INVALID_PRODUCER_EPOCH"
     assert by_label["retry of an old epoch's cached batch"][0] == "INVALID_PRODUCER_EPOCH"
     assert by_label["newer epoch not from 0"][0] == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert by_label["init again with the current id and epoch (KIP-360)"] == ("NONE", False, 0), "a new id"
+    assert by_label["init with an id but no epoch"][0] == "INVALID_REQUEST"
 
 
 def test_a_producer_without_state_may_start_at_any_sequence(peers, versions):
