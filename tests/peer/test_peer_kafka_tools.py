@@ -272,6 +272,7 @@ def test_get_offsets_by_time(peers):
                                   timestamp_ms=base_ms + stamp)
                 producer.flush()
     expected = {
+        "earliest": {0: 0, 1: 0},
         "-3": {0: 2, 1: 0},                # max timestamp (KIP-734): the record's own offset
         str(base_ms + 1200): {0: 1, 1: 0},  # first offset with a timestamp at or after
         str(base_ms + 2500): {0: 2},       # partition 1 has none that late: not printed
