@@ -55,7 +55,7 @@ def placed_partition(key: bytes | None, partition: int | None) -> int:
 
 
 # What must be equal on every pairing: everything the job observes but the broker-stamped time.
-COMPARED = ("batch_schema", "stream_schema", "batch_rows", "stream_rows", "stream_batches",
+COMPARED = ("batch_schema", "stream_schema", "batch_rows", "ranged_rows", "stream_rows", "stream_batches",
             "stream_checkpoint", "copy_rows", "copy_checkpoint", "copy_commits")
 
 
@@ -66,6 +66,7 @@ class JobOutcome:
     batch_schema: str = ""
     stream_schema: str = ""
     batch_rows: list = field(default_factory=list)
+    ranged_rows: list = field(default_factory=list)  # (topic, partition, offset) of a JSON-offsets read
     stream_rows: list = field(default_factory=list)
     stream_batches: list = field(default_factory=list)  # per batch: (numInputRows, start, end, latest)
     stream_checkpoint: list = field(default_factory=list)  # per offset-log entry: the source offsets
@@ -168,6 +169,13 @@ def run_job(spark, connector: str, peer, tmp_path: Path) -> JobOutcome:
     outcome.batch_rows = _sorted_rows(rows, names)
     outcome.timestamps_ms = sorted(int(r.timestamp.timestamp() * 1000) for r in rows)
     outcome.window_ms = (started_ms, int(time.time() * 1000))
+    # ... and a range given as offset JSON (-2: earliest, -1: latest).
+    ranged = (spark.read.format(connector).option("kafka.bootstrap.servers", bootstrap)
+              .option("assign", json.dumps({source_topic: list(range(PARTITIONS))}))
+              .option("startingOffsets", json.dumps({source_topic: {"0": 2, "1": -2, "2": 1}}))
+              .option("endingOffsets", json.dumps({source_topic: {"0": 5, "1": 3, "2": -1}})).load())
+    outcome.ranged_rows = sorted((names[r.topic], r.partition, r.offset) for r in
+                                 ranged.select("topic", "partition", "offset").collect())
     lap("batch read")
 
     # 3. Streaming read, AvailableNow under a read limit, into a memory sink.
@@ -236,6 +244,10 @@ def outcome_of(outcomes, pairing) -> JobOutcome:
     return result
 
 
+def _end_offsets() -> dict[int, int]:
+    return {p: sum(1 for k, _, named, _ in INPUT if placed_partition(k, named) == p) for p in range(PARTITIONS)}
+
+
 def expected_source_rows(role: str) -> list[tuple]:
     next_offset = {p: 0 for p in range(PARTITIONS)}
     rows = []
@@ -251,6 +263,9 @@ def expected_source_rows(role: str) -> list[tuple]:
 def test_the_job_reads_back_what_it_wrote(outcomes, pairing):
     outcome = outcome_of(outcomes, pairing)
     assert outcome.batch_rows == expected_source_rows("in")
+    end = _end_offsets()
+    assert outcome.ranged_rows == sorted([("in", 0, o) for o in range(2, 5)] + [("in", 1, o) for o in range(0, 3)]
+                                         + [("in", 2, o) for o in range(1, end[2])])
     assert outcome.stream_rows == expected_source_rows("in")
     assert outcome.copy_rows == expected_source_rows("out")
     low, high = outcome.window_ms
@@ -260,7 +275,7 @@ def test_the_job_reads_back_what_it_wrote(outcomes, pairing):
 @pytest.mark.parametrize("pairing", PAIRINGS, ids=[f"{c}-on-{b}" for c, b in PAIRINGS])
 def test_the_stream_read_is_cut_by_the_read_limit_and_checkpointed(outcomes, pairing):
     outcome = outcome_of(outcomes, pairing)
-    end = {p: sum(1 for k, _, named, _ in INPUT if placed_partition(k, named) == p) for p in range(PARTITIONS)}
+    end = _end_offsets()
     sizes = [rows for rows, _, _, _ in outcome.stream_batches]
     assert sum(sizes) == len(INPUT) and len(sizes) >= 3 and max(sizes) <= MAX_OFFSETS_PER_TRIGGER, sizes
     assert outcome.stream_batches[0][1] is None  # the first batch's start is not in the progress
