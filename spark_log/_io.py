@@ -26,7 +26,6 @@ import pyarrow.compute as pc
 
 from broker.client import AdminClient, ClientConfig, Consumer, KafkaError, Producer
 from broker.client.offset_store import ZkOffsetStore
-from broker.records.arrow import SPARK_KAFKA_SCHEMA, SPARK_KAFKA_SCHEMA_WITH_HEADERS
 from broker.wire import ErrorCode
 
 from spark_log.offsets import TopicPartition
@@ -50,8 +49,17 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ARROW_SCHEMA = SPARK_KAFKA_SCHEMA
-ARROW_SCHEMA_WITH_HEADERS = SPARK_KAFKA_SCHEMA_WITH_HEADERS
+
+
+def __getattr__(name: str):
+    """``ARROW_SCHEMA`` and ``ARROW_SCHEMA_WITH_HEADERS`` (``broker.records.arrow``'s Spark Kafka
+    schemas), imported on first use: that module loads the numba kernels (1-2 s), which the
+    driver-side Python processes Spark starts per streaming query and per sink commit never need."""
+    if name in ("ARROW_SCHEMA", "ARROW_SCHEMA_WITH_HEADERS"):
+        from broker.records import arrow
+
+        return arrow.SPARK_KAFKA_SCHEMA if name == "ARROW_SCHEMA" else arrow.SPARK_KAFKA_SCHEMA_WITH_HEADERS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # Fetch up to this much of a partition per request (kafka.max.partition.fetch.bytes overrides):
 # a Spark task reads one partition, so bigger fetches mean fewer round trips and bigger Arrow
@@ -187,21 +195,19 @@ def read_range(settings: ReadSettings, r: OffsetRange) -> Iterator[pa.RecordBatc
             position = consumer.position(tp)
 
 
-_HEADERS_COLUMN = SPARK_KAFKA_SCHEMA_WITH_HEADERS.get_field_index("headers")
-
-
 def _null_empty_headers(batch: pa.RecordBatch) -> pa.RecordBatch:
     """``headers`` null for a record without headers, not an empty array: Spark's Kafka source
     does so (KafkaRecordToRowConverter), and a job moved between the two must see the same rows
     (``headers IS NULL``, ``size(headers)`` = -1). The lists' entries are not copied."""
-    headers = batch.column(_HEADERS_COLUMN)
+    column = batch.schema.get_field_index("headers")
+    headers = batch.column(column)
     empty = pc.equal(pc.list_value_length(headers), 0)
     if not pc.any(empty).as_py():
         return batch
     mask = pc.or_(empty, pc.is_null(headers))
     offsets = pa.array(headers.offsets.to_numpy(), pa.int32())  # unsliced, as a mask requires
     nulled = pa.ListArray.from_arrays(offsets, headers.values, type=headers.type, mask=mask)
-    return batch.set_column(_HEADERS_COLUMN, SPARK_KAFKA_SCHEMA_WITH_HEADERS.field(_HEADERS_COLUMN), nulled)
+    return batch.set_column(column, batch.schema.field(column), nulled)
 
 
 def _below(batch: pa.RecordBatch, until_offset: int) -> pa.RecordBatch:

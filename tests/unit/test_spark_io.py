@@ -99,3 +99,16 @@ def test_null_headers_keep_a_sliced_batch_s_rows():
     batch = batch_with_headers([[("x", b"0")], [], [("h", b"2")], []]).slice(1, 3)
     got = _io._null_empty_headers(batch).column("headers").to_pylist()
     assert [None if h is None else [(e["key"], e["value"]) for e in h] for h in got] == [None, [("h", b"2")], None]
+
+
+def test_driver_side_modules_do_not_load_the_numba_kernels():
+    """Spark starts a fresh Python process per streaming query (source runner) and per sink
+    commit; they import the data source but never decode records, so the kernels (1-2 s of
+    import) stay unloaded until a read or write needs them."""
+    import subprocess
+    import sys
+
+    code = ("import sys, spark_log.source, spark_log.stream, spark_log.sink; "
+            "print('broker.records._arrow_kernels' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.strip() == "False"
