@@ -237,15 +237,21 @@ class ApacheKafkaCluster:
     def start(self, timeout_s: float = _START_TIMEOUT_S) -> None:
         """Format what is new, start every node that is not running, return once all serve."""
         self._format()
-        for node in self.nodes:
-            if node.running_pid() is not None:
-                continue
-            with open(node.out_path, "ab") as out:
-                popen = subprocess.Popen(
-                    self.install.command("kafka.Kafka", [str(node.config_path)], heap=_HEAP),
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-            node.pid_path.write_text(f"{popen.pid}\n")
-        self.wait_until_serving(timeout_s)
+        started: list[tuple[_Node, subprocess.Popen]] = []
+        try:
+            for node in self.nodes:
+                if node.running_pid() is not None:
+                    continue
+                with open(node.out_path, "ab") as out:
+                    popen = subprocess.Popen(
+                        self.install.command("kafka.Kafka", [str(node.config_path)], heap=_HEAP),
+                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                started.append((node, popen))
+                node.pid_path.write_text(f"{popen.pid}\n")
+            self.wait_until_serving(timeout_s)
+        except BaseException:
+            _terminate(started)  # a failed start leaves none of the nodes it started running
+            raise
 
     def wait_until_serving(self, timeout_s: float) -> None:
         """Every node answers ApiVersions and lists every node in Metadata."""
@@ -351,6 +357,21 @@ def run_peer(args, out, err) -> int:
         state = f"running (pid {pid})" if pid else "stopped"
         print(f"kafka node {node_id}: 127.0.0.1:{port} {state}", file=out)
     return 0
+
+
+def _terminate(started: list, timeout_s: float = _STOP_TIMEOUT_S) -> None:
+    """SIGTERM the processes this call started (our children), SIGKILL at the deadline."""
+    for _, popen in started:
+        if popen.poll() is None:
+            popen.terminate()
+    deadline = time.monotonic() + timeout_s
+    for node, popen in started:
+        try:
+            popen.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait()
+        node.pid_path.unlink(missing_ok=True)
 
 
 def _distinct_free_ports(count: int, find=None) -> list[int]:
