@@ -10,6 +10,9 @@ the cleaner every 100 ms (``log.cleaner.backoff.ms`` in ``COMMON_BROKER_SETTINGS
 waited for (a deadline, not a sleep) until its log below the roll holds one record per key.
 
 - ``delete.retention.ms`` one hour: tombstones survive the pass and are compared like values.
+- Spark reads the compacted topics from the earliest offset with failOnDataLoss=true: its own
+  Kafka connector (on Apache Kafka and on pylog) and ``format("pylog")`` (on pylog) return the
+  same rows, the surviving records; none calls the gaps data loss.
 - ``delete.retention.ms`` 0: the first pass keeps each tombstone and stamps its delete horizon
   (KIP-534), a second pass (more data, another roll) drops it; both must end without them.
 
@@ -21,6 +24,7 @@ Fetch would see such a record-less batch, consumers never do.
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
@@ -193,3 +197,20 @@ def test_tombstones_are_dropped_alike_after_delete_retention(peers):
     kept, dropped, _ = seen["kafka"]
     assert any(v is None for _, _, v in kept)  # tombstones were there after the first pass ...
     assert b"k0" not in {key for _, key, _ in dropped}  # ... and gone after the second
+
+
+@pytest.mark.parametrize("connector, broker", [("kafka", "kafka"), ("kafka", "pylog"), ("pylog", "pylog")])
+def test_spark_reads_the_survivors_without_data_loss(spark, peers, tombstones_kept, connector, broker):
+    """Spark's Kafka source skips an offset that holds no record when it is not below the log
+    start offset (KafkaDataConsumer: "invisible", not lost); ``format("pylog")`` does the same."""
+    session_helpers = sys.modules["pylog_spark_session"]  # tests/spark/spark_session.py, loaded by conftest.py
+    if connector == "kafka" and not session_helpers.has_kafka_connector(spark):
+        pytest.fail(f"Spark's Kafka connector is not on the session's classpath: {session_helpers.INSTALL_HINT}")
+    topic, seen = tombstones_kept
+    peer = next(p for p in peers if p.name == broker)
+    df = (spark.read.format(connector).option("kafka.bootstrap.servers", peer.bootstrap).option("subscribe", topic)
+          .option("startingOffsets", "earliest").option("endingOffsets", "latest")
+          .option("failOnDataLoss", "true").load())
+    rows = sorted((r.offset, bytes(r.key), None if r.value is None else bytes(r.value))
+                  for r in df.select("offset", "key", "value").collect())
+    assert rows == seen[broker][2] == seen["kafka"][2]
