@@ -26,8 +26,9 @@ Clients, the same on both systems: Kafka's ``kafka-producer-perf-test`` and ``En
 confluent-kafka and pylog's client with ``assign()`` (``bench/_sbs_consume.py``), because
 ``kafka-consumer-perf-test`` subscribes with a group and pylog has no group coordinator yet.
 Ratios are pylog / Kafka (for latencies, lower is better). A row whose client failed or ran
-out of time says so and the run goes on. ``--quick`` is the same table with about a tenth of
-the records (~2-3 minutes); the default is ~12-15 minutes on 2 cores.
+out of time says so and the run goes on. ``--quick`` is the same table with about a seventh of
+the records: 5.5 minutes at load 10-18 on 2 cores, mostly starting JVMs. The default took
+16 minutes at load 15-20.
 
 Output: the table (human lines, ``JSON`` lines as every bench prints), and under ``--out``:
 ``results.json``, ``table.md`` and the stored-data plot (``--plot`` to put it elsewhere).
@@ -385,7 +386,7 @@ def machine() -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="about a tenth of the records (~2-3 minutes)")
+    parser.add_argument("--quick", action="store_true", help="about a seventh of the records (minutes, not a quarter hour)")
     parser.add_argument("--out", default=None, help="where results.json, table.md and the plot go "
                         "(default: a new directory under the system temp dir)")
     parser.add_argument("--plot", default=None, help="the stored-data plot (default: OUT/stored_data.png)")
