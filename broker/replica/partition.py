@@ -277,10 +277,10 @@ class Partition:
         Produce v3+ carries exactly one record batch per partition (Kafka
         ``ProduceRequest.validateRecords``); anything else is INVALID_RECORD."""
         assert self.is_leader, "the replica manager routes produce to leaders only"
-        if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
+        if required_acks == -1 and len(self.isr) < self.effective_min_isr:
             return AppendResult(ErrorCode.NOT_ENOUGH_REPLICAS,
                                 error_message=f"ISR {list(self.isr)} is smaller than "
-                                              f"min.insync.replicas={self.min_insync_replicas}")
+                                              f"min.insync.replicas={self.effective_min_isr}")
         limits = self._append_limits(limits)
         records = memoryview(b"") if records is None else records
         try:
@@ -351,6 +351,13 @@ class Partition:
                             record_errors=rejected.record_errors,
                             log_start_offset=self.log.log_start_offset)
 
+    @property
+    def effective_min_isr(self) -> int:
+        """``min.insync.replicas``, but never more than the partition has replicas (Kafka's
+        ``Partition.effectiveMinIsr``, KIP-966): an RF=1 topic with min.insync.replicas=2
+        accepts acks=all, as on Kafka 4 (compared in tests/peer/test_peer_errors.py)."""
+        return min(self.min_insync_replicas, max(1, len(self.replicas)))
+
     def check_enough_replicas_reach_offset(self, required_offset: int, leader_term: int) -> tuple[bool, int]:
         """acks=all completion (Kafka ``checkEnoughReplicasReachOffset``): (done, error code).
         Done with NONE once the high watermark reaches ``required_offset`` (the batch's last
@@ -360,7 +367,7 @@ class Partition:
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.high_watermark < required_offset:
             return False, ErrorCode.NONE
-        if len(self.isr) < self.min_insync_replicas:
+        if len(self.isr) < self.effective_min_isr:
             return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return True, ErrorCode.NONE
 

@@ -31,7 +31,8 @@ from wire_probe import (
     serves_after,
 )
 
-from broker.wire import ApiKey, ErrorCode, MetadataRequest, OffsetForLeaderEpochRequest
+from broker.records import iter_batches
+from broker.wire import ApiKey, ErrorCode, FetchRequest, MetadataRequest, OffsetForLeaderEpochRequest
 
 
 @pytest.fixture(scope="module")
@@ -202,3 +203,43 @@ def test_offset_for_leader_epoch_answers_alike(peers):
         assert seen["kafka"] == seen["pylog"], f"OffsetForLeaderEpoch v{version}: {case}"
     seen = compare(peers, lambda p: epoch_end_answer(p, version, unique_topic("epoch-end-missing"), 0))
     assert seen["kafka"] == seen["pylog"] == ("UNKNOWN_TOPIC_OR_PARTITION", -1, -1)
+
+
+def test_min_insync_replicas_above_the_replication_factor_answers_alike(peers, versions):
+    """Kafka 4 caps min.insync.replicas at the replica count (KIP-966 effectiveMinIsr), so acks=all
+    to an RF=1 topic with min.insync.replicas=2 is accepted, not NOT_ENOUGH_REPLICAS."""
+    topics = {peer.name: peer.create_topic(unique_topic("min-isr"), configs={"min.insync.replicas": "2"})
+              for peer in peers}
+    for offset, acks in enumerate((-1, 1)):
+        seen = compare(peers, lambda p: produce_answer(p, versions[ApiKey.PRODUCE][-1], topics[p.name],
+                                                       batch_of([b"isr"]), acks=acks))
+        assert seen["kafka"] == seen["pylog"], f"acks={acks}"
+        assert seen["pylog"][:2] == ("NONE", offset)
+
+
+def test_fetch_size_limits_at_zero_answer_alike(peers, versions):
+    """KIP-74: the first partition still gets one whole batch whatever the byte limits say."""
+    topics = {peer.name: peer.create_topic(unique_topic("fetch-limits")) for peer in peers}
+    for peer in peers:
+        for i in range(2):
+            assert produce_answer(peer, versions[ApiKey.PRODUCE][-1], topics[peer.name],
+                                  batch_of([b"limit-%d" % i] * 3))[0] == "NONE"
+    for max_bytes, partition_max_bytes in ((0, 1 << 20), (1 << 20, 0), (0, 0), (1, 1)):
+        for version in versions[ApiKey.FETCH]:
+            seen = compare(peers, lambda p: fetch_batches(p, version, topics[p.name], max_bytes, partition_max_bytes))
+            assert seen["kafka"] == seen["pylog"], f"Fetch v{version} max {max_bytes}/{partition_max_bytes}"
+            assert seen["pylog"][:2] == ("NONE", [0]), "one whole batch"
+
+
+def fetch_batches(peer, version: int, topic: str, max_bytes: int, partition_max_bytes: int):
+    """(error, base offsets of the whole batches returned, high watermark)."""
+    request = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0, topics=[
+        FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchPartition(
+            partition=0, fetch_offset=0, partition_max_bytes=partition_max_bytes)])],
+        forgotten_topics_data=[])
+    with connect(peer) as raw:
+        response = raw.call(ApiKey.FETCH, version, request)
+    [partition] = response.responses[0].partitions
+    records = bytes(partition.records or b"")
+    return (ErrorCode(partition.error_code).name, [h.base_offset for _, h in iter_batches(records)],
+            partition.high_watermark)

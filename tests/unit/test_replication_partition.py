@@ -175,6 +175,19 @@ def test_min_insync_replicas_before_and_after_the_append():
         True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 
 
+def test_min_insync_replicas_above_the_replication_factor_is_capped_at_it():
+    """Kafka's effectiveMinIsr (KIP-966): RF=1 with min.insync.replicas=2 accepts acks=all."""
+    leader, _ = partition(1, Clock())
+    leader.min_insync_replicas = 2
+    lead(leader, isr=(1,), replicas=(1,))
+    result = append(leader, ["a"])
+    assert result.error_code == ErrorCode.NONE
+    assert leader.check_enough_replicas_reach_offset(result.last_offset + 1, result.leader_term) == (
+        True, ErrorCode.NONE)
+    lead(leader, isr=(1,), epoch=1, version=1, replicas=(1, 2))
+    assert append(leader, ["b"]).error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+
+
 def test_an_ack_never_survives_a_lost_leadership_even_if_it_comes_back():
     clock = Clock()
     leader, _ = partition(1, clock)
