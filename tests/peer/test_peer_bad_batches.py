@@ -14,7 +14,7 @@ import time
 import pytest
 from peer_answers import compare, compared_versions, produce_answer
 from peer_support import COMMON_BROKER_SETTINGS, unique_topic
-from wire_probe import batch_of
+from wire_probe import answer_or_close, batch_of, connect, produce_request, serves_after
 
 from broker.records import Compression, Record, encode_batch
 from broker.records.header import CRC_OFFSET, HEADER_SIZE, compute_crc
@@ -151,3 +151,17 @@ def test_undecompressable_batches_are_refused_by_both(peers, versions, case):
              "codec id 5": lambda: patched(THREE, 21, ">h", 5)}[case]()
     seen = compare(peers, lambda p: produce_answer(p, versions[ApiKey.PRODUCE][-1], topics[p.name], batch))
     assert seen == UNDECOMPRESSABLE
+
+
+# Intended difference: a partition with null records. pylog answers INVALID_RECORD (no batch, as
+# for empty records); Apache Kafka 4.1 never answers the request (its handler fails on the null
+# records), so a client waits for its request timeout.
+def test_null_records_are_invalid_record_on_pylog_and_unanswered_by_kafka(peers, versions):
+    kafka, pylog = peers
+    version = versions[ApiKey.PRODUCE][-1]
+    with connect(kafka) as raw:
+        raw.send(ApiKey.PRODUCE, version, produce_request(kafka.create_topic(unique_topic("null-records")), None))
+        assert answer_or_close(raw, 1.0) == "silent"
+    answer = produce_answer(pylog, version, pylog.create_topic(unique_topic("null-records")), None)
+    assert answer == ("INVALID_RECORD", -1, -1, -1, [])
+    assert serves_after(kafka) and serves_after(pylog)
