@@ -23,7 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-__all__ = ["LogConfig", "INT32_MAX", "INT64_MAX", "CLEANUP_POLICIES", "TIMESTAMP_TYPES", "parse_cleanup_policy"]
+__all__ = ["LogConfig", "INT32_MAX", "INT64_MAX", "CLEANUP_POLICIES", "TIMESTAMP_TYPES",
+           "parse_cleanup_policy"]
 
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1

@@ -104,7 +104,8 @@ def produce_kafka_python_timestamps(bootstrap: str, topic: str, records: list[Se
     return [future.get(timeout=0).timestamp for future in futures]
 
 
-def consume_kafka_python(bootstrap: str, topic: str, count: int, start_offset: int | None = None) -> list[tuple]:
+def consume_kafka_python(bootstrap: str, topic: str, count: int,
+                         start_offset: int | None = None) -> list[tuple]:
     """Partition 0 from the earliest offset (or ``start_offset``) until ``count`` records (or the
     deadline), then one short poll more, so a record too many is seen too."""
     from kafka import KafkaConsumer, TopicPartition

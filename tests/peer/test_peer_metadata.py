@@ -135,7 +135,8 @@ def test_metadata_matches_apache_kafka_at_every_shared_version(peers):
         with connection(peer) as conn:
             wait_for_leaders(conn, topic, versions[-1])
             shapes[peer.name] = {
-                (version, operations): metadata_shape(metadata(conn, version, [topic, unknown], operations), roles)
+                (version, operations): metadata_shape(
+                    metadata(conn, version, [topic, unknown], operations), roles)
                 for version in versions for operations in ((False, True) if version >= 8 else (False,))}
             # All topics (v1+ null list) lists the topic as asking for it by name does.
             every = metadata_shape(metadata(conn, versions[-1], None, False), roles)
