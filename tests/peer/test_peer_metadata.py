@@ -168,3 +168,15 @@ def test_metadata_by_topic_id_matches_apache_kafka(peers):
             for t in response.topics)
     assert answers["pylog"] == answers["kafka"]
     assert [answer[:4] for answer in answers["kafka"]] == [(0, True, False, True), (100, False, True, False)]
+
+
+def test_metadata_names_a_topic_asked_twice_once(peers):
+    answers = {}
+    for peer in peers:
+        topic = peer.create_topic(unique_topic("metadata-twice"))
+        with connection(peer) as conn:
+            wait_for_leaders(conn, topic, 12)
+            answers[peer.name] = [[(t.name == topic, t.error_code) for t in metadata(
+                conn, version, [topic, unique_topic("absent"), topic], False).topics] for version in (1, 12)]
+    assert answers["pylog"] == answers["kafka"]
+    assert answers["kafka"][0].count((True, 0)) == 1
