@@ -243,3 +243,18 @@ def fetch_batches(peer, version: int, topic: str, max_bytes: int, partition_max_
     records = bytes(partition.records or b"")
     return (ErrorCode(partition.error_code).name, [h.base_offset for _, h in iter_batches(records)],
             partition.high_watermark)
+
+
+def test_a_transactional_id_with_plain_batches_is_appended_alike(peers, versions):
+    """Produce carries a transactional id, its batches are not transactional: Kafka appends them."""
+    topics = {peer.name: peer.create_topic(unique_topic("txn-id")) for peer in peers}
+    batches = [batch_of([b"plain"]), batch_of([b"idempotent"], producer_id=3, producer_epoch=0, base_sequence=0)]
+    for offset, batch in enumerate(batches):
+        def observe(peer):
+            request = produce_request(topics[peer.name], batch)
+            request.transactional_id = "peer-tier-txn"
+            with connect(peer) as raw:
+                answer = produce_partition(raw, versions[ApiKey.PRODUCE][-1], request)
+            return ErrorCode(answer.error_code).name, answer.base_offset
+        seen = compare(peers, observe)
+        assert seen["kafka"] == seen["pylog"] == ("NONE", offset)

@@ -72,11 +72,13 @@ def test_produce_to_a_partition_this_broker_does_not_lead(harness, topic, partit
 
 def test_produce_request_level_errors(harness):
     assert produce(harness, "events", 0, batch(), acks=2).error_code == ErrorCode.INVALID_REQUIRED_ACKS
-    refused = produce(harness, "events", 0, batch(), transactional_id="tx")
-    assert refused.error_code == ErrorCode.INVALID_TXN_STATE and refused.error_message
-    # Transactional records without a transactional id, and acks=2 too: Kafka checks them first.
+    # A transactional id with plain batches: appended, as Kafka does.
+    assert (produce(harness, "events", 0, batch(), transactional_id="tx").error_code,) == (ErrorCode.NONE,)
     transactional = encode_batch([Record(0, NOW_MS, None, b"v")], producer_id=7, producer_epoch=0,
                                  base_sequence=0, transactional=True)
+    refused = produce(harness, "events", 0, transactional, transactional_id="tx")
+    assert refused.error_code == ErrorCode.INVALID_TXN_STATE and refused.error_message
+    # Transactional records without a transactional id, and acks=2 too: Kafka checks them first.
     unauthorized = produce(harness, "events", 0, transactional, acks=2)
     assert (unauthorized.error_code, unauthorized.base_offset) == (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
 

@@ -20,8 +20,9 @@ that does not exist stays UNKNOWN_TOPIC_OR_PARTITION (3), as Kafka checks its me
 
 Request-level rules: transactional batches without a transactional id fail every partition with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53), Kafka's answer. ``acks`` must be 0, 1 or -1, else
-every partition gets INVALID_REQUIRED_ACKS (21). A non-null ``transactional_id`` gets
-INVALID_TXN_STATE (48) on every partition until the transaction coordinator exists: librdkafka
+every partition gets INVALID_REQUIRED_ACKS (21). A ``transactional_id`` alone changes nothing
+(Kafka appends non-transactional batches whatever it says); a transactional batch gets
+INVALID_TXN_STATE (48) from the partition until the transaction coordinator exists: librdkafka
 treats 48 as a permanent error for those messages (a transactional producer aborts), instead of
 retrying forever, and TRANSACTIONAL_ID_AUTHORIZATION_FAILED would wrongly claim an ACL problem.
 acks=0 gets no response at all (a failure closes the connection instead). acks=-1 is refused
@@ -51,7 +52,6 @@ API_KEY = ApiKey.PRODUCE
 _Topic = ProduceResponse.TopicProduceResponse
 _Partition = ProduceResponse.PartitionProduceResponse
 _RecordError = ProduceResponse.BatchIndexAndErrorMessage
-_TXN_MESSAGE = "transactions are not supported by this broker yet"
 
 
 async def handle(ctx: BrokerContext, header, request) -> ProduceResponse | None:
@@ -60,9 +60,6 @@ async def handle(ctx: BrokerContext, header, request) -> ProduceResponse | None:
         return error_response(header, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)  # as Kafka
     if request.acks not in (0, 1, -1):
         return error_response(header, request, ErrorCode.INVALID_REQUIRED_ACKS)
-    if request.transactional_id is not None:
-        return _every_partition(request, AppendResult(ErrorCode.INVALID_TXN_STATE,
-                                                      error_message=_TXN_MESSAGE))
     results: dict[tuple[str, int], AppendResult] = {}
     for topic in request.topic_data:
         for data in topic.partition_data:
