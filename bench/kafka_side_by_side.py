@@ -1,5 +1,7 @@
-"""pylog beside Apache Kafka: the table of Kreps (2014), "Benchmarking Apache Kafka: 2 Million
-Writes Per Second (On Three Cheap Machines)", on both systems in one run, on one machine.
+"""pylog beside Apache Kafka: Kreps's 2014 benchmark table, both systems in one run.
+
+The table is the one of Kreps (2014), "Benchmarking Apache Kafka: 2 Million Writes Per Second
+(On Three Cheap Machines)", run on both systems on one machine.
 
     python bench/kafka_side_by_side.py [--quick] [--out DIR] [--plot FILE.png]
 
