@@ -135,6 +135,7 @@ class Log:
         self._dir_dirty = False
         self._offline: str | None = None
         self._structure_version = 0  # see structure_version
+        self._truncated_to: int | None = None  # see take_truncation_offset
 
     @classmethod
     def open(
@@ -172,6 +173,17 @@ class Log:
         """Moves whenever segments are truncated, deleted or replaced (not on append or roll):
         the cleaner compares it before swapping its output in (``cleaner/swap.py``)."""
         return self._structure_version
+
+    def take_truncation_offset(self) -> int | None:
+        """The lowest log end offset a truncation left since the last call, or None; the log
+        cleaner's (one caller): records appended after a truncation below its checkpoint were
+        never mapped, so it lowers the checkpoint to here (Kafka's
+        ``LogCleanerManager.maybeTruncateCheckpoint``)."""
+        offset, self._truncated_to = self._truncated_to, None
+        return offset
+
+    def _note_truncation(self, offset: int) -> None:
+        self._truncated_to = offset if self._truncated_to is None else min(self._truncated_to, offset)
 
     @property
     def now_ms(self) -> Callable[[], int]:
@@ -397,6 +409,7 @@ class Log:
             self._dir_dirty = True
         self._segments[-1].truncate_to(offset)
         end = self.log_end_offset
+        self._note_truncation(end)
         self._log_start_offset = min(self._log_start_offset, offset, end)
         self._recovery_point = min(self._recovery_point, end)
         return True
@@ -418,6 +431,7 @@ class Log:
         self._dir_dirty = False
         self._log_start_offset = offset
         self._recovery_point = offset
+        self._note_truncation(offset)
 
     # ---------------------------------------------------------------------------- retention
 

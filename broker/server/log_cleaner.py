@@ -49,6 +49,7 @@ class CleanerStatistics:
     bytes_read: int = 0
     bytes_written: int = 0
     stale_groups: int = 0
+    aborted_passes: int = 0  # passes dropped because the log was truncated or replaced under them
     uncleanable: dict[TopicPartition, str] = field(default_factory=dict)
     dirty_ratio: dict[TopicPartition, float] = field(default_factory=dict)
 
@@ -132,11 +133,20 @@ class LogCleanerService:
             self.stats.bytes_read += stats.bytes_read
             self.stats.bytes_written += stats.bytes_written
             self.stats.stale_groups += stats.stale_groups
+            if stats.stale_groups:  # the log changed under the pass: its dirty part stays dirty
+                logger.info("cleaning %s-%d: the log changed during the pass, %d groups not swapped", *tp,
+                            stats.stale_groups)
+                return None
             self._write_checkpoint(tp, cleaning.end_offset)
             logger.info("cleaned %s-%d: %d -> %d bytes, first dirty offset now %d", *tp, stats.bytes_read,
                         stats.bytes_written, cleaning.end_offset)
             return cleaning.end_offset
-        except Exception as exc:  # any failure of one log's pass: that log stops being cleaned
+        except Exception as exc:  # any failure of one log's pass: that log stops being cleaned ...
+            if cleaning.log_changed:  # ... unless the log was cut under the pass (a follower's
+                # truncation): the pass is dropped, the next one plans afresh (Kafka aborts it)
+                logger.info("cleaning %s-%d: dropped, the log changed during the pass (%s)", *tp, exc)
+                self.stats.aborted_passes += 1
+                return None
             return self._mark_uncleanable(tp, exc)
         finally:
             cleaning.close()
@@ -171,8 +181,20 @@ class LogCleanerService:
         return self._checkpoints[log_dir]
 
     def _checkpoint(self, tp: TopicPartition, log) -> int | None:
+        """The first dirty offset ``cleaner-offset-checkpoint`` holds for ``tp``, lowered (and
+        written) to where a truncation since the last look left the log: what was appended
+        after it was never mapped (Kafka ``LogManager.truncateTo`` -> ``maybeTruncateCheckpoint``)."""
         log_dir = self._log_dir(tp)
-        return None if log_dir is None else self._checkpoints_of(log_dir).get(tp)
+        if log_dir is None:
+            return None
+        checkpoint = self._checkpoints_of(log_dir).get(tp)
+        truncated_to = log.take_truncation_offset()
+        if checkpoint is not None and truncated_to is not None and truncated_to < checkpoint:
+            logger.info("%s-%d was truncated to %d: first dirty offset %d -> %d", *tp, truncated_to,
+                        checkpoint, truncated_to)
+            self._write_checkpoint(tp, truncated_to)
+            checkpoint = truncated_to
+        return checkpoint
 
     def _write_checkpoint(self, tp: TopicPartition, offset: int) -> None:
         log_dir = self._log_dir(tp)

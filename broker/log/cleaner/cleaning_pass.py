@@ -90,6 +90,13 @@ class CleaningPass:
         """Where the next pass starts mapping (the map's end once built)."""
         return self.offset_map.end_offset if self.offset_map is not None else self.section.first_dirty_offset
 
+    @property
+    def log_changed(self) -> bool:
+        """True when the log was truncated, had segments deleted or replaced by anyone but this
+        pass since it began (the log's thread): reads of a segment cut under the pass may then
+        fail, which says nothing about the log's health."""
+        return self.log.structure_version != self._version
+
     def build_map(self) -> None:
         """Cleaner thread: map the dirty section, then group the segments below the map's end."""
         first_dirty = self.section.first_dirty_offset
