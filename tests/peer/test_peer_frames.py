@@ -158,3 +158,18 @@ def test_a_failed_acks_0_produce_closes_the_connection_on_both(peers, bystanders
         assert what_happens(peer, bad) == "closed", peer.name
         assert what_happens(peer, unknown) == "closed", peer.name
         assert bystander_answered(bystanders[peer.name]) and serves_after(peer), peer.name
+
+
+@pytest.mark.parametrize("name, version", [("bad name!", "1"), ("", ""), ("ok", "1.0-rc!"), ("-lead", "1"),
+                                           ("pylog-peer-tier", "2.16.0")])
+def test_api_versions_software_names_are_checked_alike(peers, name, version):
+    """KIP-511's name and version pattern: outside it, INVALID_REQUEST with no api keys; the
+    connection stays usable."""
+    seen = {}
+    for peer in peers:
+        with connect(peer) as raw:
+            response = raw.call(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(
+                client_software_name=name, client_software_version=version))
+            seen[peer.name] = (ErrorCode(response.error_code).name, bool(response.api_keys))
+            assert bystander_answered(raw), peer.name
+    assert seen["kafka"] == seen["pylog"]

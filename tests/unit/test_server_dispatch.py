@@ -56,6 +56,21 @@ def test_api_versions_lists_every_served_api(harness, version):
     assert {0, 1, 2, 3, 10, 18, 19, 22, 23} <= {k.api_key for k in response.api_keys}
 
 
+@pytest.mark.parametrize("name, version, valid", [
+    ("librdkafka", "2.16.0", True), ("a.b-c", "1", True), ("x", "1", True),
+    ("bad name!", "1", False), ("", "", False), ("ok", "1.0-rc!", False), ("-lead", "1", False),
+    ("trail.", "1", False), ("ok", "1+local", False),
+])
+def test_api_versions_v3_refuses_software_names_outside_kip511(harness, name, version, valid):
+    """Kafka's ApiVersionsRequest.isValid: INVALID_REQUEST with no api keys (tests/peer)."""
+    for api_version in (3, 4):
+        response = run(harness.call(18, api_version, {"client_software_name": name,
+                                                      "client_software_version": version}))
+        expected = (ErrorCode.NONE, True) if valid else (ErrorCode.INVALID_REQUEST, False)
+        assert (response.error_code, bool(response.api_keys)) == expected
+    assert run(harness.call(18, 2, {})).error_code == ErrorCode.NONE  # v0-2 carry no names
+
+
 @pytest.mark.parametrize("api_key, version, request_body, check", [
     (0, 2, {"acks": 1, "timeout_ms": 100, "topic_data": [{"name": "events", "partition_data": [
         {"index": 0, "records": None}]}]},

@@ -3,9 +3,15 @@
 An ApiVersions request of a version we do not serve is answered by the dispatcher with
 ``unsupported_version_response`` encoded as v0: error UNSUPPORTED_VERSION (35) and our range for
 key 18, so the client retries with a version we have (reference 1.3, pitfall 8.3).
+
+From v3 the request names the client software; a name or version outside KIP-511's pattern
+(letters, digits, ``-`` and ``.``, starting and ending with a letter or digit) is answered
+INVALID_REQUEST (42) with no api keys, as Kafka answers it (``ApiVersionsRequest.isValid``).
 """
 
 from __future__ import annotations
+
+import re
 
 from broker.server.context import BrokerContext
 from broker.wire import ApiKey, ApiVersionsResponse, ErrorCode, SUPPORTED_API_VERSIONS
@@ -14,6 +20,7 @@ __all__ = ["API_KEY", "handle", "unsupported_version_response", "supported_respo
 
 API_KEY = ApiKey.API_VERSIONS
 _Version = ApiVersionsResponse.ApiVersion
+_SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 def supported_response() -> ApiVersionsResponse:
@@ -38,6 +45,10 @@ def unsupported_version_response() -> ApiVersionsResponse:
 
 
 async def handle(ctx: BrokerContext, header, request) -> ApiVersionsResponse:
+    if header.api_version >= 3 and not all(
+            _SOFTWARE_PATTERN.fullmatch(text or "")
+            for text in (request.client_software_name, request.client_software_version)):
+        return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=[], throttle_time_ms=0)
     return _SUPPORTED
 
 
