@@ -27,7 +27,7 @@ __all__ = ["record_spans", "retain_records"]
 _BAD_SPANS = -1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # array work only: the broker's event loop runs meanwhile
 def _spans(data, count, starts, ends):
     """Fill starts/ends of ``count`` records in ``data``; the number found (``_BAD_SPANS`` when a
     length prefix is malformed or runs past the end)."""

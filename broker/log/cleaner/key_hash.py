@@ -79,7 +79,7 @@ def _siphash24(data, start, end, k0, k1):
     return v0 ^ v1 ^ v2 ^ v3
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # array work only: the broker's event loop runs meanwhile
 def _hash_all(offsets, data, k0, k1, k2, k3, hi, lo):
     for row in range(offsets.shape[0] - 1):
         start = offsets[row]

@@ -31,7 +31,7 @@ def capacity_for(dedupe_buffer_bytes: int) -> int:
     return max(1, int(dedupe_buffer_bytes // ENTRY_BYTES * LOAD_FACTOR))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # array work only: the broker's event loop runs meanwhile
 def _insert(table_hi, table_lo, table_off, hi, lo, offsets, mapped, entries, entries_max):
     """Map records in order; stop before the record that would need entry entries_max + 1.
     Returns (records consumed, entries now)."""
@@ -60,7 +60,7 @@ def _insert(table_hi, table_lo, table_off, hi, lo, offsets, mapped, entries, ent
     return offsets.shape[0], entries
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # array work only: the broker's event loop runs meanwhile
 def _lookup(table_hi, table_lo, table_off, hi, lo, out):
     slots = table_off.shape[0]
     for i in range(hi.shape[0]):
