@@ -33,7 +33,7 @@ REFERENCE = ("kafka", "kafka")  # (connector, broker)
 PAIRINGS = [(connector, broker) for connector in CONNECTORS for broker in BROKERS]
 PARTITIONS = 3
 MAX_OFFSETS_PER_TRIGGER = 10
-QUERY_TIMEOUT_S = 60.0
+QUERY_TIMEOUT_S = 120.0  # a deadline, not a wait: AvailableNow queries end by themselves
 
 # The job's input: (key, value, partition, headers). Even rows and the null-key row name their
 # partition; the other rows leave it null, so the producer's partitioner places them (murmur2 of
@@ -145,78 +145,85 @@ def run_job(spark, connector: str, peer, tmp_path: Path) -> JobOutcome:
     """The job, through ``format(connector)`` against ``peer``."""
     source_topic = peer.create_topic(unique_topic(f"spark-{connector}-in"), partitions=PARTITIONS)
     copy_topic = peer.create_topic(unique_topic(f"spark-{connector}-out"), partitions=PARTITIONS)
-    names = {source_topic: "in", copy_topic: "out"}
-    bootstrap = peer.bootstrap
-    outcome = JobOutcome()
+    job = _Job(spark, connector, peer.bootstrap, {source_topic: "in", copy_topic: "out"}, source_topic, copy_topic)
     started_ms = int(time.time() * 1000)
-    clock = [time.monotonic()]
+    clock = time.monotonic()
+    for step in (job.batch_write, job.batch_read, job.stream_read, job.stream_copy):
+        step(tmp_path / f"{step.__name__}-{connector}-{peer.name}")
+        job.outcome.seconds[step.__name__] = round(time.monotonic() - clock, 1)
+        clock = time.monotonic()
+        if step == job.batch_read:
+            job.outcome.window_ms = (started_ms, int(time.time() * 1000))
+    return job.outcome
 
-    def lap(step: str) -> None:
-        now = time.monotonic()
-        outcome.seconds[step] = round(now - clock[0], 1)
-        clock[0] = now
 
-    # 1. Batch write (the topic comes from the column, the partition from the column or the key).
-    # Spark's default save mode: format("kafka") takes it as append, and so does pylog.
-    _input_frame(spark, source_topic).write.format(connector).option("kafka.bootstrap.servers", bootstrap).save()
-    lap("batch write")
+@dataclass
+class _Job:
+    spark: object
+    connector: str
+    bootstrap: str
+    names: dict  # topic name -> role
+    source_topic: str
+    copy_topic: str
+    outcome: JobOutcome = field(default_factory=JobOutcome)
 
-    # 2. Batch read.
-    batch = (spark.read.format(connector).option("kafka.bootstrap.servers", bootstrap)
-             .option("subscribe", source_topic).option("includeHeaders", "true").load())
-    outcome.batch_schema = batch.schema.json()
-    rows = batch.collect()
-    outcome.batch_rows = _sorted_rows(rows, names)
-    outcome.timestamps_ms = sorted(int(r.timestamp.timestamp() * 1000) for r in rows)
-    outcome.window_ms = (started_ms, int(time.time() * 1000))
-    # ... and a range given as offset JSON (-2: earliest, -1: latest).
-    ranged = (spark.read.format(connector).option("kafka.bootstrap.servers", bootstrap)
-              .option("assign", json.dumps({source_topic: list(range(PARTITIONS))}))
-              .option("startingOffsets", json.dumps({source_topic: {"0": 2, "1": -2, "2": 1}}))
-              .option("endingOffsets", json.dumps({source_topic: {"0": 5, "1": 3, "2": -1}})).load())
-    outcome.ranged_rows = sorted((names[r.topic], r.partition, r.offset) for r in
-                                 ranged.select("topic", "partition", "offset").collect())
-    lap("batch read")
+    def read(self, stream: bool = False):
+        reader = self.spark.readStream if stream else self.spark.read
+        return reader.format(self.connector).option("kafka.bootstrap.servers", self.bootstrap)
 
-    # 3. Streaming read, AvailableNow under a read limit, into a memory sink.
-    stream = (spark.readStream.format(connector).option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", source_topic).option("startingOffsets", "earliest")
-              .option("includeHeaders", "true").option("maxOffsetsPerTrigger", str(MAX_OFFSETS_PER_TRIGGER))
-              .load())
-    outcome.stream_schema = stream.schema.json()
-    query_name = f"peer_spark_{connector}_{peer.name}_{source_topic.replace('-', '_')}"
-    checkpoint = tmp_path / f"read-{connector}-{peer.name}"
-    query = (stream.writeStream.format("memory").queryName(query_name)
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
-    _await(query)
-    outcome.stream_rows = _sorted_rows(spark.table(query_name).collect(), names)
-    outcome.stream_batches = [
-        (p["numInputRows"], _offsets(p["sources"][0]["startOffset"], names),
-         _offsets(p["sources"][0]["endOffset"], names), _offsets(p["sources"][0].get("latestOffset"), names))
-        for p in query.recentProgress]
-    outcome.stream_checkpoint = _checkpoint_offsets(checkpoint, names)
-    outcome.stream_metrics = sorted({m for p in query.recentProgress for m in p["sources"][0]["metrics"]})
-    outcome.initial_offsets_file = (checkpoint / "sources" / "0" / "0").is_file()
-    lap("stream read")
+    def batch_write(self, _: Path) -> None:
+        """The topic comes from the column, the partition from the column or the key. Spark's
+        default save mode: format("kafka") takes it as append, and so does pylog."""
+        (_input_frame(self.spark, self.source_topic).write.format(self.connector)
+         .option("kafka.bootstrap.servers", self.bootstrap).save())
 
-    # 4. Streaming write: copy ``in`` to ``out`` partition for partition, with a checkpoint.
-    copy_checkpoint = tmp_path / f"copy-{connector}-{peer.name}"
-    copy = (spark.readStream.format(connector).option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", source_topic).option("startingOffsets", "earliest")
-            .option("includeHeaders", "true").load()
-            .selectExpr("key", "value", "partition", "headers")
-            .writeStream.format(connector).option("kafka.bootstrap.servers", bootstrap)
-            .option("topic", copy_topic).option("checkpointLocation", str(copy_checkpoint))
-            .trigger(availableNow=True).start())
-    _await(copy)
-    copied = (spark.read.format(connector).option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", copy_topic).option("includeHeaders", "true").load())
-    outcome.copy_rows = _sorted_rows(copied.collect(), names)
-    outcome.copy_checkpoint = _checkpoint_offsets(copy_checkpoint, names)
-    outcome.copy_commits = sorted(int(p.name) for p in (copy_checkpoint / "commits").glob("[0-9]*"))
-    outcome.copy_output_rows = [p["sink"]["numOutputRows"] for p in copy.recentProgress]
-    lap("stream copy")
-    return outcome
+    def batch_read(self, _: Path) -> None:
+        """The whole topic, then a range given as offset JSON (-2: earliest, -1: latest)."""
+        batch = self.read().option("subscribe", self.source_topic).option("includeHeaders", "true").load()
+        self.outcome.batch_schema = batch.schema.json()
+        rows = batch.collect()
+        self.outcome.batch_rows = _sorted_rows(rows, self.names)
+        self.outcome.timestamps_ms = sorted(int(r.timestamp.timestamp() * 1000) for r in rows)
+        topic = self.source_topic
+        ranged = (self.read().option("assign", json.dumps({topic: list(range(PARTITIONS))}))
+                  .option("startingOffsets", json.dumps({topic: {"0": 2, "1": -2, "2": 1}}))
+                  .option("endingOffsets", json.dumps({topic: {"0": 5, "1": 3, "2": -1}})).load())
+        self.outcome.ranged_rows = sorted((self.names[r.topic], r.partition, r.offset) for r in
+                                          ranged.select("topic", "partition", "offset").collect())
+
+    def stream_read(self, checkpoint: Path) -> None:
+        """AvailableNow under a read limit, into a memory sink."""
+        stream = (self.read(stream=True).option("subscribe", self.source_topic)
+                  .option("startingOffsets", "earliest").option("includeHeaders", "true")
+                  .option("maxOffsetsPerTrigger", str(MAX_OFFSETS_PER_TRIGGER)).load())
+        self.outcome.stream_schema = stream.schema.json()
+        query_name = f"peer_spark_{checkpoint.name.replace('-', '_')}_{self.source_topic.replace('-', '_')}"
+        query = (stream.writeStream.format("memory").queryName(query_name)
+                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        _await(query)
+        self.outcome.stream_rows = _sorted_rows(self.spark.table(query_name).collect(), self.names)
+        sources = [p["sources"][0] for p in query.recentProgress]
+        self.outcome.stream_batches = [
+            (p["numInputRows"], *(_offsets(s.get(k), self.names) for k in ("startOffset", "endOffset", "latestOffset")))
+            for p, s in zip(query.recentProgress, sources)]
+        self.outcome.stream_checkpoint = _checkpoint_offsets(checkpoint, self.names)
+        self.outcome.stream_metrics = sorted({m for s in sources for m in s["metrics"]})
+        self.outcome.initial_offsets_file = (checkpoint / "sources" / "0" / "0").is_file()
+
+    def stream_copy(self, checkpoint: Path) -> None:
+        """A streaming write: ``in`` copied to ``out`` partition for partition, with a checkpoint."""
+        copy = (self.read(stream=True).option("subscribe", self.source_topic).option("startingOffsets", "earliest")
+                .option("includeHeaders", "true").load()
+                .selectExpr("key", "value", "partition", "headers")
+                .writeStream.format(self.connector).option("kafka.bootstrap.servers", self.bootstrap)
+                .option("topic", self.copy_topic).option("checkpointLocation", str(checkpoint))
+                .trigger(availableNow=True).start())
+        _await(copy)
+        copied = self.read().option("subscribe", self.copy_topic).option("includeHeaders", "true").load()
+        self.outcome.copy_rows = _sorted_rows(copied.collect(), self.names)
+        self.outcome.copy_checkpoint = _checkpoint_offsets(checkpoint, self.names)
+        self.outcome.copy_commits = sorted(int(p.name) for p in (checkpoint / "commits").glob("[0-9]*"))
+        self.outcome.copy_output_rows = [p["sink"]["numOutputRows"] for p in copy.recentProgress]
 
 
 @pytest.fixture(scope="module")
