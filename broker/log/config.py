@@ -52,6 +52,8 @@ _BOUNDS: dict[str, tuple[int, int]] = {
     "min_compaction_lag_ms": (0, INT64_MAX),
     "max_compaction_lag_ms": (1, INT64_MAX),
     "delete_retention_ms": (0, INT64_MAX),
+    "message_timestamp_before_max_ms": (0, INT64_MAX),
+    "message_timestamp_after_max_ms": (0, INT64_MAX),
 }
 
 # field -> broker keys in precedence order, each with its factor to the field's unit.
@@ -75,6 +77,8 @@ _BROKER_KEYS: dict[str, tuple[tuple[str, int], ...]] = {
     "cleanup_policy": (("log.cleanup.policy", 1),),
     "min_cleanable_dirty_ratio": (("log.cleaner.min.cleanable.ratio", 1),),
     "message_timestamp_type": (("log.message.timestamp.type", 1),),
+    "message_timestamp_before_max_ms": (("log.message.timestamp.before.max.ms", 1),),
+    "message_timestamp_after_max_ms": (("log.message.timestamp.after.max.ms", 1),),
 }
 
 _TOPIC_KEYS: dict[str, str] = {
@@ -93,6 +97,8 @@ _TOPIC_KEYS: dict[str, str] = {
     "cleanup_policy": "cleanup.policy",
     "min_cleanable_dirty_ratio": "min.cleanable.dirty.ratio",
     "message_timestamp_type": "message.timestamp.type",
+    "message_timestamp_before_max_ms": "message.timestamp.before.max.ms",
+    "message_timestamp_after_max_ms": "message.timestamp.after.max.ms",
 }
 
 
@@ -127,6 +133,10 @@ class LogConfig:
     # "LogAppendTime": a leader stamps each appended batch with its clock (the batch's max
     # timestamp and timestamp type; records keep theirs); "CreateTime" keeps the producer's.
     message_timestamp_type: str = "CreateTime"  # log.message.timestamp.type / message.timestamp.type
+    # CreateTime records may be at most this much older / newer than the leader's clock (KIP-937;
+    # Kafka 4's defaults: no lower bound, one hour ahead); others are INVALID_TIMESTAMP.
+    message_timestamp_before_max_ms: int = INT64_MAX  # log.message.timestamp.before.max.ms / ...
+    message_timestamp_after_max_ms: int = _HOUR_MS  # log.message.timestamp.after.max.ms / ...
 
     def __post_init__(self) -> None:
         for name, (low, high) in _BOUNDS.items():

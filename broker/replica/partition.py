@@ -60,6 +60,7 @@ from broker.records.header import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, co
 from broker.replica.leader_epoch import LeaderEpochCache
 from broker.replica.producer_recovery import load_producer_state, take_snapshot
 from broker.replica.producer_state import Duplicate, ProducerStateManager, Rejected
+from broker.replica.timestamps import check_timestamps
 from broker.wire import ErrorCode
 
 __all__ = ["Partition", "AppendResult", "ReadResult", "IsrChange", "FollowerState",
@@ -302,6 +303,9 @@ class Partition:
                                      (self.topic, self.partition) if self.log.config.compact else None)
         if bad_records is not None:
             return self._error(bad_records)
+        bad_times = check_timestamps(records, headers[0], self.log.config, self._now_ms(), limits)
+        if bad_times is not None:
+            return self._error(bad_times)
         verdict = self.producer_state.check_append(headers)
         if not isinstance(verdict, (Rejected, Duplicate)):
             return self._append(records, headers, limits)

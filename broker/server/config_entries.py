@@ -125,6 +125,10 @@ _LOG_TOPIC_CONFIGS = (
     ("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", TYPE_LONG, "min_compaction_lag_ms"),
     ("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", TYPE_LONG, "max_compaction_lag_ms"),
     ("delete.retention.ms", "log.cleaner.delete.retention.ms", TYPE_LONG, "delete_retention_ms"),
+    ("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", TYPE_LONG,
+     "message_timestamp_before_max_ms"),
+    ("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", TYPE_LONG,
+     "message_timestamp_after_max_ms"),
 )
 
 _TOPIC_CONFIGS: dict[str, _TopicConfig] = {

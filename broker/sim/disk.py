@@ -32,6 +32,9 @@ _SEGMENT_BYTES = 1 << 30
 class _Config(NamedTuple):
     message_max_bytes: int = 1_048_588
     compact: bool = False  # the simulated topics use cleanup.policy=delete
+    log_append_time: bool = False  # and CreateTime, Kafka 4's timestamp bounds
+    message_timestamp_before_max_ms: int = (1 << 63) - 1
+    message_timestamp_after_max_ms: int = 3_600_000
 
 
 class StoredBatch(NamedTuple):

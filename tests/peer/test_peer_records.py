@@ -28,6 +28,7 @@ from peer_support import unique_topic
 
 from broker.client.connection import BrokerConnection
 from broker.client.errors import KafkaError
+from broker.records import Record, encode_batch
 from broker.wire import ApiKey, ErrorCode
 
 SUPPORTED_COMPRESSION = ["none", "gzip", "lz4"]
@@ -101,6 +102,27 @@ def test_topic_compression_other_than_producer_is_refused_by_pylog_only(peers):
                 outcome[(peer.name, codec)] = exc.code
     assert outcome == {("kafka", "producer"): 0, ("kafka", "gzip"): 0,
                        ("pylog", "producer"): 0, ("pylog", "gzip"): ErrorCode.INVALID_CONFIG}
+
+
+def test_timestamps_out_of_bounds_are_refused_alike(peers):
+    """KIP-937: a CreateTime record more than message.timestamp.after.max.ms (Kafka 4: one hour)
+    ahead of the broker's clock, or more than message.timestamp.before.max.ms behind it, is
+    INVALID_TIMESTAMP, with one record error per such record."""
+    now = int(time.time() * 1000)
+    batch = encode_batch([Record(i, ts, None, b"v") for i, ts in enumerate(
+        [now, now + 2 * 3_600_000, now - 10 * 365 * 86_400_000, -1])])
+    answers = {}
+    for peer in peers:
+        answers[peer.name] = []
+        for configs in ({}, {"message.timestamp.before.max.ms": str(86_400_000)}):
+            topic = peer.create_topic(unique_topic("timestamps"), configs=configs)
+            with BrokerConnection("127.0.0.1", peer.ports[0]) as conn:
+                response = conn.request(ApiKey.PRODUCE, {"acks": -1, "timeout_ms": 10_000, "topic_data": [
+                    {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}, api_version=9)
+            answer = response.responses[0].partition_responses[0]
+            answers[peer.name].append((answer.error_code, [e.batch_index for e in answer.record_errors]))
+    assert answers["pylog"] == answers["kafka"]
+    assert answers["kafka"] == [(ErrorCode.INVALID_TIMESTAMP, [1]), (ErrorCode.INVALID_TIMESTAMP, [1, 2])]
 
 
 def test_log_append_time_topics_stamp_records_alike(peers):
