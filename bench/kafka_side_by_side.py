@@ -3,13 +3,16 @@
 The table is the one of Kreps (2014), "Benchmarking Apache Kafka: 2 Million Writes Per Second
 (On Three Cheap Machines)", run on both systems on one machine.
 
-    python bench/kafka_side_by_side.py [--quick] [--out DIR] [--plot FILE.png]
+    python bench/kafka_side_by_side.py [--quick] [--rounds N] [--out DIR] [--plot FILE.png]
 
 Both systems are started here, on free loopback ports under one temporary directory, and stopped
 at the end: first a one-broker pylog (ZooKeeper + ``python -m broker.server``) and a one-broker
 Apache Kafka (KRaft, the fetched 4.1 jars, ``kafka-server-start.sh``'s JVM flags), then three
 brokers of each. Every row runs the same client against pylog, then against Kafka, so both see
 about the same load on this shared machine; the 1-minute load average is printed with each row.
+``--rounds N`` repeats the producer, consumer and latency rows N times, alternating which system
+goes first, and reports the median with the min-max of each system (on a shared machine one
+sample per row moves by tens of percent).
 
 Rows (100-byte values unless said; 6 partitions; producers: acks as listed, idempotence off so
 that only acks differs, linger.ms 5, batch.size 128 KiB, no compression):
@@ -43,6 +46,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -102,8 +106,9 @@ class Row:
 
 
 class Bench:
-    def __init__(self, sizes: Sizes) -> None:
+    def __init__(self, sizes: Sizes, rounds: int = 1) -> None:
         self.sizes = sizes
+        self.rounds = rounds
         self.rows: list[Row] = []
         self.curves: dict[str, list[dict]] = {}
 
@@ -120,16 +125,29 @@ class Bench:
 
     def measure(self, name: str, client: str, unit: str, run, lower_is_better: bool = False,
                 note: str = "") -> Row:
-        """``run(system) -> number`` on pylog, then on Kafka; a failure becomes the cell's text."""
+        """``run(system) -> number`` on both systems, ``rounds`` times, the order alternating
+        (pylog first in odd rounds); the cell is the median. A failure becomes the cell's text."""
         row = Row(name, client, unit, lower_is_better=lower_is_better, load=tools.load_average(), note=note)
+        samples = self.alternate(lambda system: run(system), name)
         for system in SYSTEMS:
-            try:
-                row.values[system] = run(system)
-            except tools.ToolFailed as exc:
-                row.values[system] = f"failed: {str(exc).splitlines()[0][:120]}"
-                print(f"  {name} on {system}: {exc}", file=sys.stderr, flush=True)
+            row.values[system] = _median_or_failure(samples[system])
+        if self.rounds > 1:
+            row.note += f"{'; ' if row.note else ''}median of {self.rounds} (" + ", ".join(
+                f"{system} {_spread(samples[system], unit)}" for system in SYSTEMS) + ")"
         self.add(row)
         return row
+
+    def alternate(self, run, name: str) -> dict[str, list]:
+        """``{system: [result or failure text per round]}``, alternating which system goes first."""
+        samples: dict[str, list] = {system: [] for system in SYSTEMS}
+        for number in range(self.rounds):
+            for system in (SYSTEMS if number % 2 == 0 else SYSTEMS[::-1]):
+                try:
+                    samples[system].append(run(system))
+                except tools.ToolFailed as exc:
+                    samples[system].append(f"failed: {str(exc).splitlines()[0][:120]}")
+                    print(f"  {name} on {system}: {exc}", file=sys.stderr, flush=True)
+        return samples
 
     def add(self, row: Row) -> None:
         self.rows.append(row)
@@ -266,24 +284,25 @@ def end_to_end(bench: Bench, systems: tools.Systems) -> None:
     s = bench.sizes
     load = tools.load_average()
     for client in ("kafka-e2e-latency", "pylog perf e2e"):
-        latencies: dict[str, dict | str] = {}
-        for system in SYSTEMS:
+        def run(system: str, client=client) -> dict:
             bootstrap = systems.bootstrap(system)
-            try:
-                if client == "kafka-e2e-latency":
-                    latencies[system] = tools.java_e2e(bootstrap, "e2e", s.e2e_records, "1", 100,
-                                                       s.timeout_s)["latency_ms"]
-                else:
-                    latencies[system] = tools.pylog_perf("e2e", [
-                        "--bootstrap-server", bootstrap, "--topic", "e2e-pylog-perf", "--num-records",
-                        str(s.e2e_records), "--throughput", "0", "--acks", "1"], s.timeout_s)["latency_ms"]
-            except tools.ToolFailed as exc:
-                latencies[system] = f"failed: {exc}"
+            if client == "kafka-e2e-latency":
+                return tools.java_e2e(bootstrap, "e2e", s.e2e_records, "1", 100, s.timeout_s)["latency_ms"]
+            return tools.pylog_perf("e2e", ["--bootstrap-server", bootstrap, "--topic", "e2e-pylog-perf",
+                                            "--num-records", str(s.e2e_records), "--throughput", "0", "--acks", "1"],
+                                    s.timeout_s)["latency_ms"]
+
+        latencies = bench.alternate(run, f"end-to-end latency [{client}]")
         note = "whole ms, as the tool prints them" if client == "kafka-e2e-latency" else ""
         for key, label in (("p50", "p50"), ("p99", "p99"), ("p99_9", "p99.9")):
-            values = {k: v[key] if isinstance(v, dict) else v for k, v in latencies.items()}
-            bench.add(Row(f"end-to-end latency {label}", client, "ms", values, lower_is_better=True, load=load,
-                          note="1 record at a time, acks=1" + (f"; {note}" if note else "")))
+            samples = {k: [v[key] if isinstance(v, dict) else v for v in runs] for k, runs in latencies.items()}
+            row = Row(f"end-to-end latency {label}", client, "ms",
+                      {k: _median_or_failure(v) for k, v in samples.items()}, lower_is_better=True, load=load,
+                      note="1 record at a time, acks=1" + (f"; {note}" if note else ""))
+            if bench.rounds > 1:
+                row.note += f"; median of {bench.rounds} (" + ", ".join(
+                    f"{k} {_spread(v, 'ms')}" for k, v in samples.items()) + ")"
+            bench.add(row)
 
 
 # ---------------------------------------------------------------------------- three brokers
@@ -326,6 +345,18 @@ def _number(value, unit: str) -> str:
     if unit == "ms":
         return f"{value:,.2f}"
     return f"{value:,.1f}" if unit == "MB/s" else f"{value:,.0f}"
+
+
+def _median_or_failure(values: list):
+    numbers = [v for v in values if isinstance(v, (int, float))]
+    return statistics.median(numbers) if numbers else (values[0] if values else "-")
+
+
+def _spread(values: list, unit: str) -> str:
+    numbers = [v for v in values if isinstance(v, (int, float))]
+    if not numbers:
+        return "failed"
+    return f"{_number(min(numbers), unit)}-{_number(max(numbers), unit)}"
 
 
 def _ratio_text(a, b) -> str:
@@ -393,8 +424,13 @@ def main() -> None:
                         "(default: a new directory under the system temp dir)")
     parser.add_argument("--plot", default=None, help="the stored-data plot (default: OUT/stored_data.png)")
     parser.add_argument("--only", choices=["single", "triple"], default=None, help="one phase only")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat each producer, consumer and latency row, alternating which system goes "
+                             "first, and report the median (the stored-data curve and 'at once' run once)")
     args = parser.parse_args()
-    bench = Bench(QUICK if args.quick else FULL)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    bench = Bench(QUICK if args.quick else FULL, args.rounds)
     out = Path(args.out or tempfile.mkdtemp(prefix="pylog-side-by-side-out-"))
     out.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="pylog-side-by-side-"))
@@ -415,7 +451,7 @@ def main() -> None:
         plot_curves(bench.curves, plot)
     print_table(bench.rows)
     summary = {"date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)), "machine": machine(),
-               "mode": "quick" if args.quick else "full", "sizes": asdict(bench.sizes),
+               "mode": "quick" if args.quick else "full", "rounds": args.rounds, "sizes": asdict(bench.sizes),
                "duration_s": round(time.time() - started), "load_average_start": started_load,
                "load_average_end": os.getloadavg(), "rows": [{**asdict(r), "ratio": r.ratio} for r in bench.rows],
                "stored_data_curves": bench.curves}
