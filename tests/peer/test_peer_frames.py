@@ -6,10 +6,11 @@ connected before the bad input and a client connecting after it.
 from __future__ import annotations
 
 import struct
+import time
 
 import pytest
 from peer_support import unique_topic
-from wire_probe import answer_or_close, batch_of, connect, produce_request, serves_after
+from wire_probe import answer_or_close, batch_of, connect, produce_partition, produce_request, serves_after
 
 from broker.records.header import CRC_OFFSET
 from broker.wire import (
@@ -145,10 +146,24 @@ def test_removed_versions_close_on_kafka_and_are_answered_unsupported_by_pylog(p
     assert seen == {"kafka": "closed", "pylog": "answered"}
 
 
+def wait_until_writable(peer, topic: str, timeout_s: float = 15.0) -> None:
+    """Kafka answers CreateTopics before its broker leads the new partition; produce with acks=1
+    until a batch is accepted."""
+    deadline = time.monotonic() + timeout_s
+    with connect(peer) as raw:
+        while True:
+            answer = produce_partition(raw, 9, produce_request(topic, batch_of([b"ready?"]), acks=1))
+            if answer.error_code == ErrorCode.NONE:
+                return
+            assert time.monotonic() < deadline, ErrorCode(answer.error_code).name
+            time.sleep(0.05)  # polling a condition with a deadline: no notice comes
+
+
 def test_a_failed_acks_0_produce_closes_the_connection_on_both(peers, bystanders):
     """acks=0 gets no answer, so a refused batch is signalled by closing; a good one is not."""
     for peer in peers:
         topic = peer.create_topic(unique_topic("acks0"))
+        wait_until_writable(peer, topic)  # else the good acks=0 batch may meet a leader not ready yet
         good = request_frame(ApiKey.PRODUCE, 9, produce_request(topic, batch_of([b"fine"]), acks=0))
         bad = request_frame(ApiKey.PRODUCE, 9, produce_request(
             topic, with_bad_crc(batch_of([b"tampered"])), acks=0))
