@@ -393,7 +393,7 @@ class Producer:
                 timestamps=None if timestamps is None else take(timestamps),
                 headers=None if headers is None else take(headers),
                 compression=int(self._compression), batch_bytes_max=self._batch_bytes_max,
-                now_ms=self._clock.time_ms())
+                now_ms=self._clock.time_ms(), continue_offsets=False)
             for batch in encoded:
                 rows = (range(batch.first_row, batch.first_row + batch.record_count) if group.indices is None
                         else group.indices[batch.first_row:batch.first_row + batch.record_count])

@@ -472,6 +472,7 @@ def encode_batches(
     transactional: bool = False,
     now_ms: int | None = None,
     copy: bool = True,
+    continue_offsets: bool = True,
 ) -> list[EncodedBatch]:
     """Encode rows into consecutive v2 batches (CreateTime), ready to produce.
 
@@ -481,8 +482,11 @@ def encode_batches(
     A batch holds rows while its uncompressed size (61-byte header + record bytes) stays within
     ``batch_bytes_max`` -- so it also fits a broker whose message.max.bytes is that -- and at most
     ``DEFAULT_LIMITS.records_per_batch_max`` records; one over-size row makes a batch of one.
-    Batch k starts at base_offset + rows before it, and its baseSequence continues likewise
-    (wrapping past INT32_MAX to 0, as Kafka's DefaultRecordBatch.incrementSequence).
+    Batch k starts at base_offset + rows before it (a log's layout), or with
+    ``continue_offsets=False`` at base_offset itself: what a producer sends, since Kafka's leader
+    refuses a client batch whose baseOffset is not 0 (``LogValidator``). Its baseSequence
+    continues either way (wrapping past INT32_MAX to 0, as Kafka's
+    DefaultRecordBatch.incrementSequence).
 
     ``copy=False`` (uncompressed only) hands out each batch as a read-only ``memoryview`` into
     the one buffer the kernel wrote, instead of copying it into a new ``bytes``: what
@@ -519,6 +523,9 @@ def encode_batches(
                           base_offset, attributes, producer_id, producer_epoch, base_sequence, out)
     finish = _finish_uncompressed if codec == 0 else _finish_compressed
     starts, rows = positions.tolist(), first_rows.tolist()
+    if not continue_offsets:  # baseOffset lies before the CRC's range: set it per batch, no re-CRC
+        for k in range(1, count):
+            out[starts[k]:starts[k] + 8] = np.frombuffer(struct.pack(">q", base_offset), np.uint8)
     view = memoryview(out)
     if codec == 0 and not copy:
         finish = _finish_in_place

@@ -295,6 +295,10 @@ class Partition:
         if headers[0].is_control:  # Kafka's LogValidator: clients may not write control records
             return self._error(Rejected(ErrorCode.INVALID_RECORD,
                                         "clients are not allowed to write control records", -1))
+        if headers[0].base_offset != 0:  # Kafka's LogValidator: the leader assigns every offset
+            return self._error(Rejected(ErrorCode.INVALID_RECORD,
+                                        f"the baseOffset of the record batch in the append to {self.topic}-"
+                                        f"{self.partition} should be 0, but it is {headers[0].base_offset}", -1))
         if headers[0].is_transactional:
             # No transaction coordinator yet, so no partition can be in a transaction.
             return self._error(Rejected(ErrorCode.INVALID_TXN_STATE,

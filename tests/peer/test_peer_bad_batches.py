@@ -165,3 +165,18 @@ def test_null_records_are_invalid_record_on_pylog_and_unanswered_by_kafka(peers,
     answer = produce_answer(pylog, version, pylog.create_topic(unique_topic("null-records")), None)
     assert answer == ("INVALID_RECORD", -1, -1, -1, [])
     assert serves_after(kafka) and serves_after(pylog)
+
+
+def test_a_client_batch_whose_base_offset_is_not_zero_is_refused_alike(peers, versions):
+    """The leader assigns every offset: Kafka's LogValidator refuses a client batch whose
+    baseOffset is not 0 (pylog's Arrow producer once sent one per batch after the first)."""
+    topics = {peer.name: peer.create_topic(unique_topic("base-offset")) for peer in peers}
+    now = int(time.time() * 1000)
+    batch = encode_batch([Record(5 + i, now, None, b"v%d" % i) for i in range(3)])  # baseOffset 5
+    for version in versions[ApiKey.PRODUCE]:
+        seen = compare(peers, lambda p: produce_answer(p, version, topics[p.name], batch))
+        assert seen["kafka"] == seen["pylog"], f"Produce v{version}"
+        assert seen["pylog"][0] == "INVALID_RECORD"
+    seen = compare(peers, lambda p: produce_answer(p, versions[ApiKey.PRODUCE][-1], topics[p.name],
+                                                   batch_of([b"fine"])))
+    assert seen["kafka"][:2] == seen["pylog"][:2] == ("NONE", 0), "nothing was appended before"

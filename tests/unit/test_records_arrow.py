@@ -22,6 +22,7 @@ from broker.records import (
     ControlType,
     Record,
     UnsupportedCompressionError,
+    decode_batch,
     encode_batch,
     encode_control_batch,
     iter_batches,
@@ -395,3 +396,18 @@ def test_nothing_kept_gives_valid_empty_columns():
         assert batch.num_rows == 0
         assert [np.frombuffer(batch.column(c).buffers()[1], np.int32)[0]
                 for c in ("key", "value", "headers")] == [0, 0, 0]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_producer_batches_all_start_at_base_offset_zero(codec):
+    """A producer's batches each start at 0 (Kafka's leader refuses any other client baseOffset);
+    their sequences still continue from batch to batch."""
+    rows = SAMPLE * 40
+    batches = encode_batches(**sample_columns(rows), compression=codec, batch_bytes_max=400,
+                             producer_id=7, producer_epoch=0, base_sequence=10, continue_offsets=False)
+    assert len(batches) > 2
+    for batch in batches:
+        decoded = decode_batch(batch.data)  # CRC and every length checked
+        assert decoded.header.base_offset == 0
+        assert decoded.header.base_sequence == 10 + batch.first_row
+        assert [r.offset for r in decoded.records] == list(range(batch.record_count))
