@@ -330,3 +330,24 @@ def test_a_dirty_section_larger_than_the_map_is_cleaned_in_several_passes(capaci
     cleaned, passes = clean_fully(log, capacity, now_ms=0)
     assert passes >= 6 // capacity
     assert _survivors(cleaned) == _model(recs, drop_tombstones=False)
+
+
+def test_the_io_throttler_sleeps_to_keep_the_rate():
+    from broker.log.cleaner.segment_cleaner import Throttler
+
+    clock = [0.0]
+    slept = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+
+    throttler = Throttler(1000.0, clock=lambda: clock[0], sleep=sleep)  # 1000 bytes/s
+    throttler.note(500)
+    assert slept == [0.5]
+    clock[0] += 2.0  # time passed elsewhere: no sleep owed
+    throttler.note(100)
+    assert slept == [0.5]
+    unlimited = Throttler(float("inf"), clock=lambda: 0.0, sleep=sleep)
+    unlimited.note(10**12)
+    assert slept == [0.5]
