@@ -16,12 +16,11 @@ worst costs a longer recovery.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Mapping
 
 from broker.log.errors import CheckpointError
-from broker.log.fileio import fsync_dir, open_rw, pwrite_all
+from broker.log.fileio import replace_file_durably
 
 __all__ = [
     "RECOVERY_POINT_CHECKPOINT",
@@ -48,16 +47,7 @@ def format_checkpoint(entries: Mapping[TopicPartition, int]) -> bytes:
 
 def write_checkpoint(path: Path, entries: Mapping[TopicPartition, int]) -> None:
     """Replace ``path`` atomically and durably with a checkpoint of ``entries``."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = open_rw(tmp)
-    try:
-        os.ftruncate(fd, 0)
-        pwrite_all(fd, format_checkpoint(entries), 0)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    replace_file_durably(path, format_checkpoint(entries))
 
 
 def read_checkpoint(path: Path) -> dict[TopicPartition, int]:

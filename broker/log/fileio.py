@@ -15,6 +15,7 @@ from typing import Iterator, Sequence
 from broker.records import HEADER_SIZE, BatchHeader, read_header
 
 __all__ = [
+    "replace_file_durably",
     "open_rw",
     "sync_data",
     "pread_exact",
@@ -109,6 +110,21 @@ def sync_data(fd: int) -> None:
     """Make a file's data and size durable: ``fdatasync`` where the OS has it (it skips the
     timestamps an ``fsync`` also journals; recovery never reads them), else ``fsync``."""
     (getattr(os, "fdatasync", None) or os.fsync)(fd)
+
+
+def replace_file_durably(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically and durably: write a ``.tmp`` file, fsync it,
+    rename it over ``path``, fsync the directory (checkpoints and the cleaner's status files)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = open_rw(tmp)
+    try:
+        os.ftruncate(fd, 0)
+        pwrite_all(fd, data, 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
 
 
 def fsync_dir(directory: Path) -> None:

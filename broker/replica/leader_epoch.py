@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import bisect
 import logging
-import os
 from pathlib import Path
 
-from broker.log.fileio import fsync_dir, open_rw, pwrite_all
+from broker.log.fileio import replace_file_durably
 
 __all__ = ["LeaderEpochCache", "LEADER_EPOCH_CHECKPOINT", "UNDEFINED_EPOCH", "UNDEFINED_OFFSET",
            "LEADER_EPOCH_ENTRIES_MAX"]
@@ -129,18 +128,8 @@ class LeaderEpochCache:
     def _write(self) -> None:
         if self._directory is None:
             return
-        path = self._directory / LEADER_EPOCH_CHECKPOINT
         lines = ["0", str(len(self._epochs))] + [f"{e} {s}" for e, s in zip(self._epochs, self._starts)]
-        tmp = path.with_name(path.name + ".tmp")
-        fd = open_rw(tmp)
-        try:
-            os.ftruncate(fd, 0)
-            pwrite_all(fd, ("\n".join(lines) + "\n").encode("utf-8"), 0)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        fsync_dir(self._directory)
+        replace_file_durably(self._directory / LEADER_EPOCH_CHECKPOINT, ("\n".join(lines) + "\n").encode("utf-8"))
 
 
 def _read(path: Path) -> list[tuple[int, int]]:

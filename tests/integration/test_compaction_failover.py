@@ -26,8 +26,9 @@ from dataclasses import dataclass
 import confluent_kafka
 import pytest
 from conftest import ClusterFactory
+from test_log_compaction import read_all
 
-from broker.client import AdminClient, ClientConfig, Consumer
+from broker.client import AdminClient, ClientConfig
 from broker.cluster.errors import UnknownTopicOrPartitionError
 from broker.cluster.zk import KafkaZkClient
 from broker.log.checkpoint import read_checkpoint
@@ -161,19 +162,6 @@ class KeyedWorkload:
 
 
 # ------------------------------------------------------------------------------- reading
-
-
-def read_all(bootstrap: str) -> list[tuple[int, bytes, bytes | None]]:
-    """Every record of the partition from the beginning to its end offset as it is now."""
-    tp = (TOPIC, 0)
-    with Consumer(bootstrap, config=CLIENT, auto_offset_reset="earliest") as consumer:
-        consumer.assign([tp])
-        end = consumer.end_offsets([tp])[tp]
-        out, deadline = [], time.monotonic() + 30
-        while consumer.position(tp) < end:
-            assert time.monotonic() < deadline, f"read stopped at {consumer.position(tp)} of {end}"
-            out.extend((r.offset, r.key, r.value) for r in consumer.poll(timeout_ms=300, max_records=5000))
-    return out
 
 
 def replica_records(data_dir) -> list[tuple[int, bytes, bytes | None]] | None:
@@ -324,7 +312,7 @@ def test_compaction_during_failover_loses_nothing_and_replicas_converge(cluster,
     assert replicas[0] == replicas[1] == replicas[2], "the replicas' surviving records differ"
     assert len(replicas[0]) == KEYS and roll_at > 10 * KEYS  # one record per key, gaps between them
 
-    records = [r for r in read_all(cluster.bootstrap) if r[0] < roll_at]
+    records = [r for r in read_all(cluster.bootstrap, TOPIC) if r[0] < roll_at]
     assert records == replicas[0]
     check_history(workload.sends, records)
     tombstones = {key for _, key, value in replicas[0] if value is None}

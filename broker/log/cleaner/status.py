@@ -37,7 +37,7 @@ from pathlib import Path
 from broker.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, read_checkpoint
 from broker.log.cleaner.plan import CleanableLog, SegmentSummary, cleanable_section
 from broker.log.errors import CheckpointError
-from broker.log.fileio import fsync_dir, iter_file_headers, open_rw, pwrite_all
+from broker.log.fileio import iter_file_headers, replace_file_durably
 
 __all__ = ["CLEANER_CHECKPOINT", "UNCLEANABLE_FILE", "segment_summaries", "dirty_section",
            "read_uncleanable", "write_uncleanable", "clear_uncleanable"]
@@ -126,17 +126,7 @@ def write_uncleanable(log_dir: Path, entries: Mapping[TopicPartition, str]) -> N
     """Replace ``uncleanable-partitions`` atomically (temporary file, fsync, rename)."""
     lines = ["0", str(len(entries))]
     lines += [f"{topic} {partition} {' '.join(error.split())}" for (topic, partition), error in sorted(entries.items())]
-    path = log_dir / UNCLEANABLE_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    fd = open_rw(tmp)
-    try:
-        os.ftruncate(fd, 0)
-        pwrite_all(fd, ("\n".join(lines) + "\n").encode("utf-8"), 0)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(log_dir)
+    replace_file_durably(log_dir / UNCLEANABLE_FILE, ("\n".join(lines) + "\n").encode("utf-8"))
 
 
 def clear_uncleanable(log_dir: Path) -> None:
