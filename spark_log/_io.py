@@ -6,7 +6,8 @@ between records and Arrow lives here, so the rest of ``spark_log`` is planning a
   source schema, with the executor-side data-loss check against the log start offset.
 - ``write_batches`` (executor): Arrow batches of (topic, key, value, partition, headers) to a
   producer; returns what was written per topic-partition.
-- ``open_offset_store``: the ZooKeeper offset store of ``broker.client.offset_store``.
+- ``open_offset_store``: the group's offset store of ``broker.client.offset_store``
+  (``ZkOffsetStore`` or ``KafkaOffsetStore``: the same commit/fetch/close interface).
 
 Arrow all the way: reads use ``Consumer.poll_arrow`` and writes ``Producer.send_arrow``, both
 converting with ``broker.records.arrow`` (``decode_batches``/``encode_batches``); no record is a
@@ -127,8 +128,21 @@ class ClusterView:
         return out
 
 
-def open_offset_store(zookeeper_connect: str, session_timeout_ms: int) -> ZkOffsetStore:
-    return ZkOffsetStore(zookeeper_connect, session_timeout_ms=session_timeout_ms)
+def open_offset_store(store: str, *, bootstrap_servers: str, zookeeper_connect: str | None,
+                      zookeeper_session_timeout_ms: int, request_timeout_ms: int | None = None):
+    """The store named by the ``offsets.store`` option, connected; ``close()`` (or ``with``) it.
+    ``kafka``: Kafka's ``__consumer_offsets`` through the group coordinator of
+    ``bootstrap_servers``; ``zookeeper``: ``/consumers/<group>/offsets`` under ``zookeeper_connect``."""
+    if store == "zookeeper":
+        assert zookeeper_connect is not None, "the options check that zookeeper.connect is set"
+        return ZkOffsetStore(zookeeper_connect, session_timeout_ms=zookeeper_session_timeout_ms)
+    assert store == "kafka", f"unknown offsets store {store!r}"
+    from broker.client.offset_store import KafkaOffsetStore  # only queries that use it need it
+
+    config = ClientConfig(client_id="pylog-spark-offsets")
+    if request_timeout_ms is not None:
+        config = config.with_(request_timeout_ms=request_timeout_ms)
+    return KafkaOffsetStore(bootstrap_servers, config=config)
 
 
 # ---------------------------------------------------------------------------------- read

@@ -53,18 +53,34 @@ def with_retries(options: SourceOptions, what: str, fn: Callable[[], _T]) -> _T:
             time.sleep(options.fetch_offset_retry_interval_ms / 1000)
 
 
-def fetch_group_offsets(options: SourceOptions, topics: Iterable[str]) -> dict[TopicPartition, int]:
-    """The group's committed offsets for ``topics`` from the configured store."""
+def _open_offset_store(options: SourceOptions):
     assert options.commits_to_store and options.group_id is not None, "no offsets store configured"
-    with _io.open_offset_store(options.zookeeper_connect, options.zookeeper_session_timeout_ms) as store:
+    return _io.open_offset_store(options.offsets_store, bootstrap_servers=options.bootstrap_servers,
+                                 zookeeper_connect=options.zookeeper_connect,
+                                 zookeeper_session_timeout_ms=options.zookeeper_session_timeout_ms,
+                                 request_timeout_ms=options.consumer.get("request_timeout_ms"))
+
+
+def fetch_group_offsets(options: SourceOptions, topics: Iterable[str]) -> dict[TopicPartition, int]:
+    """The group's committed offsets for ``topics`` from the configured store (``offsets.store``).
+    Not retried here: ``take_snapshot`` retries the whole snapshot."""
+    with _open_offset_store(options) as store:
         return store.fetch(options.group_id, sorted(set(topics)))
 
 
 def commit_group_offsets(options: SourceOptions, offsets: Mapping[TopicPartition, int]) -> None:
-    """Publish consumed offsets (the next offset to read per partition) to the group's store."""
-    assert options.commits_to_store and options.group_id is not None, "no offsets store configured"
-    with _io.open_offset_store(options.zookeeper_connect, options.zookeeper_session_timeout_ms) as store:
-        store.commit(options.group_id, offsets)
+    """Publish consumed offsets (the next offset to read per partition) to the group's store,
+    retried like an offset fetch. A commit that still fails fails the query: the user asked for
+    the offsets to be visible, and a lag tool showing a stalled group would be a silent lie."""
+    if not offsets:
+        return
+
+    def commit() -> None:
+        with _open_offset_store(options) as store:
+            store.commit(options.group_id, offsets)
+
+    with_retries(options, f"committing the offsets of group {options.group_id!r} to the "
+                          f"{options.offsets_store} offsets store", commit)
 
 
 def take_snapshot(

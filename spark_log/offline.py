@@ -4,11 +4,11 @@ group has not loaded yet, writes it somewhere, then commits the group's offsets.
     load = offline.plan_load(options)        # start: the group's offsets (else earliest); end: latest now
     df = offline.read(spark, load)           # a batch read of exactly [start, end)
     df.write.mode("append").parquet(path)
-    offline.commit(load)                     # /consumers/<group>/offsets/... = end
+    offline.commit(load)                     # the group's committed offsets = end
 
 ``options`` are the source options of the load (``kafka.bootstrap.servers``, a subscription,
-``kafka.group.id``, ``offsets.store=zookeeper``, ``zookeeper.connect``; ``startingOffsets`` is
-set to ``group`` and ``endingOffsets`` defaults to ``latest``). Fixing the end before reading
+``kafka.group.id``, ``offsets.store`` = ``kafka`` or ``zookeeper`` with ``zookeeper.connect``;
+``startingOffsets`` is set to ``group`` and ``endingOffsets`` defaults to ``latest``). Fixing the end before reading
 makes the read repeatable: a run that fails before ``commit`` is simply run again. A run that
 fails *after* writing but *before* committing loads its rows again next time (at-least-once), the
 classic offline-load trade-off; idempotent outputs (overwrite a partition per run id) avoid it.
@@ -51,8 +51,8 @@ def plan_load(options: Mapping[str, str]) -> OfflineLoad:
                           "'startingOffsets' out (it is set to 'group')")
     source = parse_source_options({**given, "startingoffsets": "group"}, BATCH)
     if not source.commits_to_store:
-        raise OptionError("An offline load needs 'kafka.group.id', 'offsets.store' = 'zookeeper' and "
-                          "'zookeeper.connect' to keep its place between runs")
+        raise OptionError("An offline load needs 'kafka.group.id' and 'offsets.store' = 'kafka' (or "
+                          "'zookeeper' with 'zookeeper.connect') to keep its place between runs")
     with driver.open_view(source) as view:
         snapshot = driver.take_snapshot(view, source, [source.starting, source.ending])
     start = resolve_offsets(source.starting, snapshot, starting=True)

@@ -7,12 +7,13 @@ are case-insensitive, as in Spark (PySpark hands a data source its options lower
 
 pylog additions, all off by default:
 
-- ``offsets.store`` = ``none`` | ``zookeeper`` with ``zookeeper.connect``: with ``kafka.group.id``
-  set, a streaming query writes the offsets it consumed to ZooKeeper
-  (``/consumers/<group>/offsets/<topic>/<partition>``) when Spark commits a batch, so lag tools
-  see them. Monitoring only: the checkpoint stays the source of truth.
-- ``startingOffsets`` = ``group``: start from the group's committed offsets (partitions without
-  one start at their earliest offset). Needs the store above; used for incremental offline loads.
+- ``offsets.store`` = ``none`` | ``zookeeper`` (with ``zookeeper.connect``) | ``kafka``: with
+  ``kafka.group.id`` set, a streaming query writes the offsets it consumed to ZooKeeper
+  (``/consumers/<group>/offsets/<topic>/<partition>``) or to Kafka's ``__consumer_offsets``
+  (through the group coordinator) when Spark commits a batch, so lag tools see them. Monitoring
+  only: the checkpoint stays the source of truth. Rules and reasons: ``spark_log.group_options``.
+- ``startingOffsets`` = ``group``: start from the group's committed offsets in that store
+  (partitions without one start at their earliest offset); used for incremental offline loads.
 
 Defaults that differ from Spark: ``kafkaConsumer.pollTimeoutMs`` 120000 (Spark falls back to
 ``spark.network.timeout``); ``fetchOffset.retryIntervalMs`` 1000 (Spark's code, not its docs);
@@ -26,6 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from spark_log.group_options import GroupOptionError, parse_group_options
 from spark_log.offsets import (
     EARLIEST,
     LATEST,
@@ -66,7 +68,6 @@ SINK_OPTIONS = ("kafka.bootstrap.servers", "topic", "includeHeaders")
 # Options Spark itself adds or that belong to other layers; never reported as unknown.
 _FOREIGN_OPTIONS = {"path", "checkpointlocation", "queryname"}
 
-OFFSETS_STORES = ("none", "zookeeper")
 TIMESTAMP_STRATEGIES = ("error", "latest")
 DEFAULT_GROUP_ID_PREFIX = {BATCH: "spark-kafka-relation", STREAM: "spark-kafka-source"}
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
@@ -81,8 +82,8 @@ _UNSUPPORTED_CONSUMER = {
                          "streaming query resumes from its checkpoint",
     "key.deserializer": "keys are always read as bytes; deserialize them with DataFrame operations",
     "value.deserializer": "values are always read as bytes; deserialize them with DataFrame operations",
-    "enable.auto.commit": "the source never commits through the consumer; use 'offsets.store' with "
-                          "'kafka.group.id' to publish consumed offsets",
+    "enable.auto.commit": "the source never commits through the consumer; use 'offsets.store' "
+                          "('kafka' or 'zookeeper') with 'kafka.group.id' to publish consumed offsets",
     "interceptor.classes": "interceptors are not supported",
 }
 _UNSUPPORTED_PRODUCER = {
@@ -376,7 +377,6 @@ def _consumer_settings(opts: dict) -> tuple[dict, str | None, list[str]]:
             warnings.append(f"Kafka option 'kafka.{key}' is not used by the pylog source")
     group_id = params.get("group.id")
     if group_id is not None:
-        _check_group_id(group_id)
         warnings.append("'kafka.group.id' is set: concurrent queries with the same group id may "
                         "interfere with each other's committed offsets")
     return settings, group_id, warnings
@@ -389,30 +389,6 @@ _CONSUMER_INTS = {
     "max.partition.fetch.bytes": ("max_partition_fetch_bytes", 1),
     "request.timeout.ms": ("request_timeout_ms", 1),
 }
-
-
-def _check_group_id(group_id: str) -> None:
-    if not group_id or "/" in group_id or group_id in (".", "..") or "\x00" in group_id:
-        raise OptionError(f"Option 'kafka.group.id': {group_id!r} is not a valid group id "
-                          f"(non-empty, no '/', not '.' or '..')")
-
-
-def _store(opts: dict, group_id: str | None, starting: OffsetSpec) -> tuple[str, str | None]:
-    store = opts.get("offsets.store", "none").strip().lower()
-    if store not in OFFSETS_STORES:
-        raise OptionError(f"Option 'offsets.store' must be one of {', '.join(OFFSETS_STORES)}, got {store!r}")
-    zk = opts.get("zookeeper.connect", "").strip() or None
-    if store == "zookeeper":
-        if group_id is None:
-            raise OptionError("Option 'offsets.store' = 'zookeeper' needs 'kafka.group.id' "
-                              "(the group whose offsets are committed)")
-        if zk is None:
-            raise OptionError("Option 'offsets.store' = 'zookeeper' needs 'zookeeper.connect' "
-                              "(host:port[,host:port][/chroot])")
-    if starting.kind == "group" and store == "none":
-        raise OptionError("Option 'startingOffsets' = 'group' needs 'kafka.group.id', "
-                          "'offsets.store' = 'zookeeper' and 'zookeeper.connect'")
-    return store, zk
 
 
 def _starting(opts: dict, mode: str | None, strategy: str) -> OffsetSpec:
@@ -462,7 +438,11 @@ def parse_source_options(options: Mapping[str, str], mode: str | None = None) ->
     max_offsets, min_offsets, delay = _trigger_limits(opts, mode)
     consumer, group_id, consumer_warnings = _consumer_settings(opts)
     warnings += consumer_warnings
-    store, zk = _store(opts, group_id, starting)
+    try:
+        group = parse_group_options(opts, group_id, starting.kind)
+    except GroupOptionError as exc:
+        raise OptionError(str(exc)) from None
+    warnings += group.warnings
     prefix = opts.get("groupidprefix", DEFAULT_GROUP_ID_PREFIX[mode or STREAM])
     if group_id is not None and "groupidprefix" in opts:
         warnings.append("Option 'groupIdPrefix' is ignored because 'kafka.group.id' is set")
@@ -480,8 +460,8 @@ def parse_source_options(options: Mapping[str, str], mode: str | None = None) ->
         include_headers=_bool(opts, "includeHeaders", False),
         group_id=group_id,
         group_id_prefix=prefix,
-        offsets_store=store,
-        zookeeper_connect=zk,
+        offsets_store=group.offsets_store,
+        zookeeper_connect=group.zookeeper_connect,
         zookeeper_session_timeout_ms=_default(_int(opts, "zookeeper.session.timeout.ms"),
                                               DEFAULT_ZK_SESSION_TIMEOUT_MS),
         poll_timeout_ms=_default(_int(opts, "kafkaConsumer.pollTimeoutMs"), DEFAULT_POLL_TIMEOUT_MS),

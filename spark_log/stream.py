@@ -16,8 +16,9 @@ are applied here from the options whenever Spark does not pass ``ReadAllAvailabl
 wins, e.g. ``Trigger.Once``). Under ``AvailableNow`` the minimum is not applied: a skipped trigger
 would end the run with data left unread.
 
-Committed offsets: with ``offsets.store`` = ``zookeeper`` and ``kafka.group.id``, ``commit(end)``
-writes ``end`` to ``/consumers/<group>/offsets/...`` for monitoring and ``startingOffsets=group``.
+Committed offsets: with ``kafka.group.id`` and ``offsets.store`` = ``kafka`` or ``zookeeper``,
+``commit(end)`` writes ``end`` to ``__consumer_offsets`` (a simple OffsetCommit to the group
+coordinator) or to ``/consumers/<group>/offsets/...``, for lag tools and ``startingOffsets=group``.
 Spark calls ``commit(end of batch N)`` only when it plans batch N+1, so the published offsets run
 one batch behind the query, and the last batch of a run (every AvailableNow run) is not published
 by that run. The checkpoint, not the store, is what a restarted query resumes from.

@@ -263,14 +263,37 @@ def test_group_id_and_store():
     assert any("'groupIdPrefix' is ignored" in w for w in src(STREAM, groupIdPrefix="x", **ZK).warnings)
 
 
+KAFKA = {"kafka.group.id": "g", "offsets.store": "kafka"}
+
+
+def test_kafka_store():
+    """offsets.store=kafka: the group's offsets in __consumer_offsets, reached through the
+    bootstrap servers; no ZooKeeper needed, and a group id may hold what Kafka allows."""
+    opts = src(STREAM, **KAFKA)
+    assert (opts.group_id, opts.offsets_store, opts.zookeeper_connect) == ("g", "kafka", None)
+    assert opts.commits_to_store
+    assert src(BATCH, **KAFKA, startingOffsets="group").starting.kind == "group"
+    assert src(STREAM, **{**KAFKA, "offsets.store": " Kafka "}).offsets_store == "kafka"  # values: any case
+    assert src(STREAM, **{**KAFKA, "kafka.group.id": "team/app.v2"}).group_id == "team/app.v2"
+    ignored = src(STREAM, **KAFKA, **{"zookeeper.connect": "h:1"})
+    assert ignored.zookeeper_connect is None
+    assert any("'zookeeper.connect' is ignored" in w for w in ignored.warnings)
+    # Spark's generated group id is never the committed one: groupIdPrefix alone is not enough.
+    with pytest.raises(OptionError, match="'offsets.store' = 'kafka' needs 'kafka.group.id'.*stable name"):
+        src(STREAM, **{"offsets.store": "kafka", "groupIdPrefix": "mine"})
+
+
 @pytest.mark.parametrize("options, fragment", [
-    ({"offsets.store": "kafka"}, "'offsets.store' must be one of none, zookeeper"),
-    ({"offsets.store": "zookeeper", "zookeeper.connect": "h:1"}, "needs 'kafka.group.id'"),
+    ({"offsets.store": "redis"}, "'offsets.store' must be one of none, zookeeper, kafka, got 'redis'"),
+    ({"offsets.store": "kafka"}, "'offsets.store' = 'kafka' needs 'kafka.group.id'"),
+    ({"offsets.store": "zookeeper", "zookeeper.connect": "h:1"}, "'offsets.store' = 'zookeeper' needs 'kafka.group.id'"),
     ({"offsets.store": "zookeeper", "kafka.group.id": "g"}, "needs 'zookeeper.connect'"),
-    ({"startingOffsets": "group"}, "'startingOffsets' = 'group' needs 'kafka.group.id'"),
+    ({"startingOffsets": "group"}, "'startingOffsets' = 'group' needs 'kafka.group.id' and 'offsets.store' = 'kafka'"),
     ({"startingOffsets": "group", "kafka.group.id": "g"}, "'startingOffsets' = 'group' needs"),
-    ({"kafka.group.id": "a/b"}, "'kafka.group.id': 'a/b' is not a valid group id"),
-    ({"kafka.group.id": ".."}, "is not a valid group id"),
+    ({**ZK, "kafka.group.id": "a/b"}, "'kafka.group.id': 'a/b' is not a valid group id for 'offsets.store' = 'zookeeper'"),
+    ({**ZK, "kafka.group.id": ".."}, "is not a valid group id"),
+    ({**KAFKA, "kafka.group.id": " "}, "'kafka.group.id': ' ' is not a valid group id"),
+    ({**KAFKA, "kafka.group.id": "g" * 250}, "is not a valid group id \\(1-249 characters"),
 ])
 def test_group_errors(options, fragment):
     with pytest.raises(OptionError, match=fragment):

@@ -164,3 +164,85 @@ def test_reader_pickles_without_its_connections():
     assert copy._view is None
     r.stop()
     assert view.closed and r._view is None
+
+
+class FakeStore:
+    """An offsets store that fails its first ``failures`` commits with a retriable error."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.committed: dict[str, dict] = {}
+        self.failures = failures
+        self.opened: list[tuple] = []
+        self.closed = 0
+
+    def commit(self, group, offsets):
+        if self.failures:
+            self.failures -= 1
+            from broker.client import KafkaError
+            from broker.wire import ErrorCode
+
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "coordinator moving")
+        self.committed.setdefault(group, {}).update(offsets)
+
+    def fetch(self, group, topics=None):
+        return {tp: o for tp, o in self.committed.get(group, {}).items() if topics is None or tp[0] in topics}
+
+    def close(self):
+        self.closed += 1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
+@pytest.fixture
+def store(monkeypatch):
+    from spark_log import _io
+
+    fake = FakeStore()
+
+    def open_store(kind, **kwargs):
+        fake.opened.append((kind, kwargs["bootstrap_servers"], kwargs["zookeeper_connect"]))
+        return fake
+
+    monkeypatch.setattr(_io, "open_offset_store", open_store)
+    return fake
+
+
+@pytest.mark.parametrize("kind, extra, expected_zk", [
+    ("kafka", {}, None),
+    ("zookeeper", {"zookeeper.connect": "zk:2181/c"}, "zk:2181/c"),
+])
+def test_commit_publishes_end_to_the_chosen_store(store, kind, extra, expected_zk):
+    view = FakeView({"ta": {0: (0, 9), 1: (0, 4)}})
+    r = reader(view, **{"kafka.group.id": "g", "offsets.store": kind, **extra, "fetchOffset.retryIntervalMs": "0"})
+    r.commit(spark_json({"ta": {"0": 9, "1": 4}}))
+    assert store.opened == [(kind, "h:1", expected_zk)]
+    assert store.committed == {"g": {("ta", 0): 9, ("ta", 1): 4}} and store.closed == 1
+    # A new query of the group starts where the store says (startingOffsets=group).
+    view.topics["ta"][0] = (0, 12)
+    again = reader(view, **{"kafka.group.id": "g", "offsets.store": kind, **extra, "startingOffsets": "group"})
+    assert again.initialOffset() == {"ta": {"0": 9, "1": 4}}
+
+
+def test_commit_retries_then_fails_loudly(store):
+    view = FakeView({"ta": {0: (0, 9)}})
+    r = reader(view, **{"kafka.group.id": "g", "offsets.store": "kafka", "fetchOffset.numRetries": "2",
+                        "fetchOffset.retryIntervalMs": "0"})
+    store.failures = 2
+    r.commit({"ta": {"0": 9}})  # two retriable failures, the third attempt lands
+    assert store.committed == {"g": {("ta", 0): 9}}
+    store.failures = 3
+    from broker.client import KafkaError
+
+    with pytest.raises(KafkaError, match="coordinator moving"):
+        r.commit({"ta": {"0": 10}})
+    assert store.committed == {"g": {("ta", 0): 9}}
+
+
+def test_no_store_commits_nothing(store):
+    r = reader(FakeView({"ta": {0: (0, 9)}}))
+    r.commit({"ta": {"0": 9}})
+    assert store.opened == [] and store.committed == {}
