@@ -1,0 +1,202 @@
+"""The ``__consumer_offsets`` record layout: Kafka's keys and values, byte for byte.
+
+Format (Kafka's ``group-coordinator/src/main/resources/common/message/*.json``):
+
+* Every **key** is an int16 *key version* followed by the key struct (never flexible):
+  - 0 or 1 — offset commit: ``group`` string, ``topic`` string, ``partition`` int32.
+  - 2 — group metadata: ``group`` string.
+  Kafka writes 1 for commits; both decode alike. Other key versions (3+ belong to the new
+  consumer-group protocol, share groups, ...) are reported as ``UnknownKey`` so a loader can skip
+  them.
+* Every **value** is an int16 *value version* followed by the value struct at that version;
+  version 4 of both values is flexible (compact strings, tagged fields). A null value is a
+  tombstone: it deletes the key.
+  - ``OffsetCommitValue`` v0-4: ``offset`` int64, ``leader_epoch`` int32 (v3+, -1 = none),
+    ``metadata`` string, ``commit_timestamp`` int64, ``expire_timestamp`` int64 (v1 only).
+  - ``GroupMetadataValue`` v0-4: ``protocol_type`` string, ``generation`` int32, ``protocol``
+    and ``leader`` nullable strings, ``current_state_timestamp`` int64 (v2+, -1 = unknown),
+    ``members`` [``member_id``, ``group_instance_id`` (v3+, nullable), ``client_id``,
+    ``client_host``, ``rebalance_timeout`` int32 (v1+), ``session_timeout`` int32,
+    ``subscription`` bytes, ``assignment`` bytes].
+
+We write value version 3 of both (what Kafka 2.3+ writes without a commit-level expire
+timestamp; every Kafka tool since 2.3 reads it) and read every version. The structs are declared
+with the wire layer's schema, so the same bounded readers that parse requests parse these bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from broker.wire.codec import struct_decoder, struct_encoder
+from broker.wire.errors import MalformedMessage
+from broker.wire.message import make_message_classes
+from broker.wire.primitives import INT16
+from broker.wire.schema import BYTES, INT32, INT64, STRING, array, field, struct
+
+__all__ = [
+    "OffsetCommitKey", "GroupMetadataKey", "UnknownKey",
+    "OffsetCommitValue", "GroupMetadataValue", "MemberMetadata",
+    "OFFSET_COMMIT_VALUE_VERSION", "GROUP_METADATA_VALUE_VERSION",
+    "encode_offset_commit_key", "encode_group_metadata_key", "decode_key",
+    "encode_offset_commit_value", "decode_offset_commit_value",
+    "encode_group_metadata_value", "decode_group_metadata_value",
+    "RecordFormatError",
+]
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+GROUP_METADATA_VALUE_VERSION = 3
+_VALUE_VERSIONS = range(0, 5)
+_FLEXIBLE_FROM = 4
+
+
+class RecordFormatError(ValueError):
+    """Bytes in the offsets topic that are not a record of Kafka's layout."""
+
+
+_OFFSET_COMMIT_KEY = struct(
+    "OffsetCommitKeyData",
+    field("group", STRING, "0-1"),
+    field("topic", STRING, "0-1"),
+    field("partition", INT32, "0-1"),
+)
+_GROUP_METADATA_KEY = struct("GroupMetadataKeyData", field("group", STRING, "2"))
+_OFFSET_COMMIT_VALUE = struct(
+    "OffsetCommitValue",
+    field("offset", INT64, "0+"),
+    field("leader_epoch", INT32, "3+", default=-1),
+    field("metadata", STRING, "0+"),
+    field("commit_timestamp", INT64, "0+"),
+    field("expire_timestamp", INT64, "1", default=-1),
+)
+_GROUP_METADATA_VALUE = struct(
+    "GroupMetadataValue",
+    field("protocol_type", STRING, "0+"),
+    field("generation", INT32, "0+"),
+    field("protocol", STRING, "0+", nullable="0+", default=None),
+    field("leader", STRING, "0+", nullable="0+", default=None),
+    field("current_state_timestamp", INT64, "2+", default=-1),
+    field("members", array(struct(
+        "MemberMetadata",
+        field("member_id", STRING, "0+"),
+        field("group_instance_id", STRING, "3+", nullable="3+", default=None),
+        field("client_id", STRING, "0+"),
+        field("client_host", STRING, "0+"),
+        field("rebalance_timeout", INT32, "1+", default=-1),
+        field("session_timeout", INT32, "0+"),
+        field("subscription", BYTES, "0+"),
+        field("assignment", BYTES, "0+"),
+    )), "0+"),
+)
+
+_OffsetCommitKeyData = make_message_classes(_OFFSET_COMMIT_KEY)
+_GroupMetadataKeyData = make_message_classes(_GROUP_METADATA_KEY)
+OffsetCommitValue = make_message_classes(_OFFSET_COMMIT_VALUE)
+GroupMetadataValue = make_message_classes(_GROUP_METADATA_VALUE)
+MemberMetadata = GroupMetadataValue.MemberMetadata
+
+
+@dataclass(frozen=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class GroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True)
+class UnknownKey:
+    """A key version this coordinator does not own (e.g. the new protocol's records)."""
+
+    version: int
+
+
+@functools.cache
+def _encoder(stype, version: int):
+    return struct_encoder(stype, version, version >= _FLEXIBLE_FROM and stype.name.endswith("Value"))
+
+
+@functools.cache
+def _decoder(stype, version: int):
+    return struct_decoder(stype, version, version >= _FLEXIBLE_FROM and stype.name.endswith("Value"))
+
+
+def _encode(stype, version: int, obj) -> bytes:
+    out = [INT16.pack(version)]
+    _encoder(stype, version)(obj, out)
+    return b"".join(out)
+
+
+def _decode(stype, data: bytes, what: str):
+    """(version, message) of a value; the whole buffer must be consumed."""
+    view = memoryview(data)
+    if len(view) < 2:
+        raise RecordFormatError(f"{what}: {len(view)} bytes, no version")
+    version = INT16.unpack_from(view, 0)[0]
+    if version not in _VALUE_VERSIONS and stype in (_OFFSET_COMMIT_VALUE, _GROUP_METADATA_VALUE):
+        raise RecordFormatError(f"{what}: unknown version {version}")
+    try:
+        message, pos = _decoder(stype, version)(view, 2)
+    except MalformedMessage as e:
+        raise RecordFormatError(f"{what} v{version}: {e}") from None
+    if pos != len(view):
+        raise RecordFormatError(f"{what} v{version}: {len(view) - pos} bytes after the struct")
+    return version, message
+
+
+def encode_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    obj = _OffsetCommitKeyData(group=group, topic=topic, partition=partition)
+    return _encode(_OFFSET_COMMIT_KEY, OFFSET_COMMIT_KEY_VERSION, obj)
+
+
+def encode_group_metadata_key(group: str) -> bytes:
+    return _encode(_GROUP_METADATA_KEY, GROUP_METADATA_KEY_VERSION, _GroupMetadataKeyData(group=group))
+
+
+def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | UnknownKey:
+    view = memoryview(data)
+    if len(view) < 2:
+        raise RecordFormatError(f"key: {len(view)} bytes, no version")
+    version = INT16.unpack_from(view, 0)[0]
+    if version in (0, 1):
+        _, key = _decode_key(_OFFSET_COMMIT_KEY, view, version)
+        return OffsetCommitKey(key.group, key.topic, key.partition)
+    if version == 2:
+        _, key = _decode_key(_GROUP_METADATA_KEY, view, version)
+        return GroupMetadataKey(key.group)
+    return UnknownKey(version)
+
+
+def _decode_key(stype, view: memoryview, version: int):
+    try:
+        message, pos = _decoder(stype, version)(view, 2)
+    except MalformedMessage as e:
+        raise RecordFormatError(f"key v{version}: {e}") from None
+    if pos != len(view):
+        raise RecordFormatError(f"key v{version}: {len(view) - pos} bytes after the struct")
+    return version, message
+
+
+def encode_offset_commit_value(value: OffsetCommitValue,
+                               version: int = OFFSET_COMMIT_VALUE_VERSION) -> bytes:
+    return _encode(_OFFSET_COMMIT_VALUE, version, value)
+
+
+def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
+    return _decode(_OFFSET_COMMIT_VALUE, data, "OffsetCommitValue")[1]
+
+
+def encode_group_metadata_value(value: GroupMetadataValue,
+                                version: int = GROUP_METADATA_VALUE_VERSION) -> bytes:
+    return _encode(_GROUP_METADATA_VALUE, version, value)
+
+
+def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
+    return _decode(_GROUP_METADATA_VALUE, data, "GroupMetadataValue")[1]
