@@ -9,6 +9,7 @@ What happens to requests the broker does not serve (reference 1.3, pitfalls 8.3 
 | (same, for an acks=0 Produce)                       | close the connection: such a client expects no answer |
 | a version the codec cannot parse (e.g. Fetch v13)   | close the connection                        |
 | an unknown api key                                  | close the connection (Kafka does the same)  |
+| a key the codec parses but no handler serves       | close the connection, as for an unknown key (JoinGroup etc. until their handlers exist) |
 | bytes that do not parse (MalformedRequest)          | close the connection, logged                |
 
 Closing is signalled with ``network.CloseConnection``; the responses to earlier requests on the
@@ -68,7 +69,11 @@ class Dispatcher:
                      f"correlation id {exc.header.correlation_id}") if exc.header else "header"
             logger.warning("malformed request (%s): %s", where, exc)
             raise CloseConnection(f"malformed request: {exc}") from None
-        module = HANDLERS[header.api_key]
+        module = HANDLERS.get(header.api_key)
+        if module is None or header.api_key not in SERVED_API_VERSIONS:
+            # Parsed but not served: what a client sees must not depend on whether our codec
+            # happens to know the key, so this is the unknown-key answer.
+            raise CloseConnection(f"api key {header.api_key} is not served")
         low, high = SERVED_API_VERSIONS[header.api_key]
         if low <= header.api_version <= high:
             response = await module.handle(self._ctx, header, request)

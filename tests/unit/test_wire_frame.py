@@ -59,7 +59,7 @@ def fetch_response(records) -> FetchResponse:
         pytest.param(3, 9, "c", 2, b"\x00\x03\x00\x09\x00\x00\x00\x2a\x00\x01c\x00", id="v2-metadata-v9"),
         pytest.param(3, 9, None, 2, b"\x00\x03\x00\x09\x00\x00\x00\x2a\xff\xff\x00", id="v2-null-client-id"),
         pytest.param(18, 3, "c", 2, b"\x00\x12\x00\x03\x00\x00\x00\x2a\x00\x01c\x00", id="v2-api-versions-v3"),
-        pytest.param(11, 9, "c", 1, b"\x00\x0b\x00\x09\x00\x00\x00\x2a\x00\x01c", id="v1-unknown-key"),
+        pytest.param(57, 9, "c", 1, b"\x00\x39\x00\x09\x00\x00\x00\x2a\x00\x01c", id="v1-unknown-key"),
     ],
 )
 def test_request_header_encoding_and_decoding(api_key, api_version, client_id, header_version, expected):
@@ -110,9 +110,9 @@ def test_request_header_v2_skips_unknown_header_tags():
 
 
 def test_unknown_api_key_header_still_parses_and_decode_request_says_unknown():
-    frame = wire.encode_request_header(11, 5, 1234, "joiner") + b"\x00\x01whatever"
+    frame = wire.encode_request_header(57, 5, 1234, "joiner") + b"\x00\x01whatever"
     header, _ = decode_request_header(frame)
-    assert (header.api_key, header.correlation_id, header.client_id) == (11, 1234, "joiner")
+    assert (header.api_key, header.correlation_id, header.client_id) == (57, 1234, "joiner")
     with pytest.raises(UnknownApiKey) as info:
         decode_request(frame)
     assert info.value.header.correlation_id == 1234

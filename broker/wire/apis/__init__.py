@@ -4,7 +4,10 @@
 *offers* (the reference's "Full profile" column, plus the inter-broker APIs of ZooKeeper mode:
 LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown). They differ on purpose: Produce v0-2 parse but
 are answered with UNSUPPORTED_VERSION; Fetch/ListOffsets/OffsetForLeaderEpoch parse older
-versions than are offered. Kafka 4.0 keeps advertising Produce from v0 because librdkafka
+versions than are offered; the classic group APIs (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, OffsetDelete, ListGroups, DescribeGroups, DeleteGroups) parse but are
+not offered until their handlers exist (the dispatcher closes the connection, as for an unknown
+key). Kafka 4.0 keeps advertising Produce from v0 because librdkafka
 < 2.11.1 turned compression off otherwise (reference pitfall 8.1).
 """
 
@@ -68,6 +71,21 @@ from broker.wire.apis.update_metadata import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+# The classic consumer-group APIs (issue 14): parsed, not yet served (no handlers).
+from broker.wire.apis.delete_groups import DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse
+from broker.wire.apis.describe_groups import (
+    DESCRIBE_GROUPS,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+)
+from broker.wire.apis.heartbeat import HEARTBEAT, HeartbeatRequest, HeartbeatResponse
+from broker.wire.apis.join_group import JOIN_GROUP, JoinGroupRequest, JoinGroupResponse
+from broker.wire.apis.leave_group import LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse
+from broker.wire.apis.list_groups import LIST_GROUPS, ListGroupsRequest, ListGroupsResponse
+from broker.wire.apis.offset_commit import OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse
+from broker.wire.apis.offset_delete import OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse
+from broker.wire.apis.offset_fetch import OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse
+from broker.wire.apis.sync_group import SYNC_GROUP, SyncGroupRequest, SyncGroupResponse
 
 __all__ = [
     "ApiKey", "API_SPECS", "SUPPORTED_API_VERSIONS", "spec_for",
@@ -89,6 +107,16 @@ __all__ = [
     "ProduceRequest", "ProduceResponse",
     "StopReplicaRequest", "StopReplicaResponse",
     "UpdateMetadataRequest", "UpdateMetadataResponse",
+    "DeleteGroupsRequest", "DeleteGroupsResponse",
+    "DescribeGroupsRequest", "DescribeGroupsResponse",
+    "HeartbeatRequest", "HeartbeatResponse",
+    "JoinGroupRequest", "JoinGroupResponse",
+    "LeaveGroupRequest", "LeaveGroupResponse",
+    "ListGroupsRequest", "ListGroupsResponse",
+    "OffsetCommitRequest", "OffsetCommitResponse",
+    "OffsetDeleteRequest", "OffsetDeleteResponse",
+    "OffsetFetchRequest", "OffsetFetchResponse",
+    "SyncGroupRequest", "SyncGroupResponse",
 ]
 
 
@@ -103,14 +131,24 @@ class ApiKey(IntEnum):
     STOP_REPLICA = 5
     UPDATE_METADATA = 6
     CONTROLLED_SHUTDOWN = 7
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    DELETE_GROUPS = 42
     LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
     DESCRIBE_TOPIC_PARTITIONS = 75
 
@@ -120,6 +158,8 @@ _ALL = (
     CONTROLLED_SHUTDOWN, FIND_COORDINATOR, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS,
     INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS, DESCRIBE_CLUSTER,
     DESCRIBE_TOPIC_PARTITIONS, LIST_PARTITION_REASSIGNMENTS,
+    OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS,
+    LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE,
 )
 
 API_SPECS: MappingProxyType[int, ApiSpec] = MappingProxyType({spec.key: spec for spec in _ALL})
