@@ -17,6 +17,13 @@ epoch, or the same epoch at a higher znode version), so the order of arrival nev
   previous incarnation's epoch again, with whatever its log kept (after a power loss, less than
   what was committed: same-epoch divergence, which truncation by epoch cannot see).
 
+Leadership listeners (``add_leadership_listener``) hear every change of this broker's leadership
+of a partition, as ``(topic, partition, is_leader, leader_epoch)``: a partition that becomes led
+here, one that stops being led here (a new leader, or removed from this broker), and a new epoch
+of a leadership kept. The group coordinator loads and unloads its ``__consumer_offsets``
+partitions from them (Kafka's ``onLeadershipChange`` callback of ``becomeLeaderOrFollower``).
+They are called synchronously, after the partition's state changed; they must not raise.
+
 Becoming a follower registers the partition with the follower fetchers (``FollowerFetchers``,
 injected: the asyncio ``broker.server.replica_fetcher`` in a broker, the simulator's own in
 ``broker.sim``), which truncate by leader epoch and then fetch; becoming leader removes it.
@@ -84,6 +91,9 @@ class FetchTarget(NamedTuple):
     leader_epoch: int
 
 
+LeadershipListener = Callable[[str, int, bool, int], None]
+
+
 class FollowerFetchers(Protocol):
     def add_partitions(self, targets: Mapping[TopicPartition, FetchTarget]) -> None: ...
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None: ...
@@ -120,6 +130,19 @@ class ReplicaManager:
         self._configs: dict[TopicPartition, dict[str, str]] = {}
         self._known_topics: set[str] = set()
         self._checkpointed_hw = self._read_high_watermarks()
+        self._leadership_listeners: list[LeadershipListener] = []
+
+    def add_leadership_listener(self, listener: "LeadershipListener") -> None:
+        """``listener(topic, partition, is_leader, leader_epoch)`` on every change of this
+        broker's leadership of a partition (see the module doc)."""
+        self._leadership_listeners.append(listener)
+
+    def _leadership_changed(self, key: TopicPartition, was_leader: bool, is_leader: bool,
+                            leader_epoch: int) -> None:
+        if not (was_leader or is_leader):
+            return
+        for listener in self._leadership_listeners:
+            listener(key[0], key[1], is_leader, leader_epoch)
 
     # ----------------------------------------------------------------------------- lookup
 
@@ -209,6 +232,7 @@ class ReplicaManager:
     def _apply_state(self, partition: Partition, replicas: Sequence[int], state: PartitionState,
                      zk_version: int) -> bool:
         old = (partition.leader_id, partition.leader_epoch)
+        was_leader = partition.is_leader
         if not partition.update_state(tuple(replicas), state, zk_version):
             return False
         if (state.leader, state.leader_epoch) == old:
@@ -221,6 +245,7 @@ class ReplicaManager:
         logger.info("%s-%d: leader %d, epoch %d, isr %s", *key, partition.leader_id,
                     partition.leader_epoch, list(partition.isr))
         self.purgatory.notify(key)  # waiting requests re-check their leader
+        self._leadership_changed(key, was_leader, partition.is_leader, partition.leader_epoch)
         return True
 
     def _open(self, topic: str, index: int, config: Mapping[str, str]) -> Partition | None:
@@ -255,6 +280,7 @@ class ReplicaManager:
         it and delete its log (Kafka ``StopReplica`` with ``deletePartition``)."""
         partition = self._partitions.pop(key)
         self._configs.pop(key, None)
+        was_leader = partition.is_leader
         partition.stop_leading()
         self.fetchers.remove_partitions([key])
         logger.info("%s-%d: no longer a replica here; deleting its log", *key)
@@ -263,6 +289,7 @@ class ReplicaManager:
         except LogError as exc:
             logger.error("deleting %s-%d failed: %s", *key, exc)
         self.purgatory.notify(partition.key)
+        self._leadership_changed(key, was_leader, False, partition.leader_epoch)
 
     def delete_stray_logs(self, existing_topics: Sequence[str] | set[str]) -> list[TopicPartition]:
         """At start-up: delete local logs of topics the cluster no longer has (deleted while

@@ -14,6 +14,12 @@ allows 0, which then fails with a division by zero). Stricter than Kafka: ``.io.
 ``.backoff.ms`` must be at least 1 (0 would mean no read buffer, and a worker that never sleeps
 while nothing is cleanable), ``.io.max.bytes.per.second`` positive.
 
+The group coordinator's settings are Kafka's ``group.*`` and ``offset(s).*`` names with Kafka's
+defaults (``group_settings``, ``broker.coordinator.group.core.GroupSettings``). Kafka leaves
+``group.initial.rebalance.delay.ms``, ``group.min.session.timeout.ms``,
+``group.max.session.timeout.ms`` and ``offset.metadata.max.bytes`` unvalidated; pylog refuses
+negatives there and a maximum session timeout below the minimum (no session could be valid).
+
 Keys that Kafka does not have are pylog's own bounds (``purgatory.waiters.max``,
 ``producer.state.entries.max``, ``shutdown.drain.timeout.ms``,
 ``max.inflight.requests.per.connection``), named after the Kafka setting closest in spirit.
@@ -31,6 +37,7 @@ from types import MappingProxyType
 from typing import Callable, Mapping
 
 from broker.cluster.internal_topics import InternalTopicsConfig
+from broker.coordinator.group.core import GroupSettings
 from broker.log import LogConfig
 
 __all__ = ["ConfigError", "BrokerConfig", "Listener", "parse_properties", "parse_overrides",
@@ -116,9 +123,33 @@ class BrokerConfig:
     log_cleaner_backoff_ms: int = 15_000
     # __consumer_offsets / __transaction_state (broker/cluster/internal_topics.py): Kafka's names
     internal_topics: InternalTopicsConfig = field(default_factory=InternalTopicsConfig)
+    # the group coordinator (broker/server/group_coordinator.py): Kafka's names and defaults
+    group_initial_rebalance_delay_ms: int = 3_000
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = _INT32_MAX
+    offset_metadata_max_bytes: int = 4_096
+    offsets_retention_minutes: int = 10_080
+    offsets_retention_check_interval_ms: int = 600_000
+    offsets_commit_timeout_ms: int = 5_000
+    offsets_load_buffer_size_bytes: int = 5 * _MIB
     log: LogConfig = field(default_factory=LogConfig)
     unknown_keys: tuple[str, ...] = ()
     properties: Mapping[str, str] = field(default_factory=dict)  # as given, for DescribeConfigs
+
+    @property
+    def group_settings(self) -> GroupSettings:
+        """What the pure group coordinator needs of this config."""
+        return GroupSettings(
+            num_partitions=self.internal_topics.offsets_topic_num_partitions,
+            initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=self.group_min_session_timeout_ms,
+            max_session_timeout_ms=self.group_max_session_timeout_ms,
+            max_size=self.group_max_size,
+            offset_metadata_max_bytes=self.offset_metadata_max_bytes,
+            offsets_retention_ms=self.offsets_retention_minutes * 60_000,
+            offsets_retention_check_interval_ms=self.offsets_retention_check_interval_ms,
+        )
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "BrokerConfig":
@@ -185,12 +216,23 @@ class BrokerConfig:
                 "log.cleaner.io.max.bytes.per.second", _positive_double, JAVA_DOUBLE_MAX),
             log_cleaner_backoff_ms=p.get("log.cleaner.backoff.ms", _positive_long, 15_000),
             internal_topics=_internal_topics(p),
+            group_initial_rebalance_delay_ms=p.get("group.initial.rebalance.delay.ms", _non_negative_int, 3_000),
+            group_min_session_timeout_ms=p.get("group.min.session.timeout.ms", _non_negative_int, 6_000),
+            group_max_session_timeout_ms=p.get("group.max.session.timeout.ms", _non_negative_int, 1_800_000),
+            group_max_size=p.get("group.max.size", _positive_int, _INT32_MAX),
+            offset_metadata_max_bytes=p.get("offset.metadata.max.bytes", _non_negative_int, 4_096),
+            offsets_retention_minutes=p.get("offsets.retention.minutes", _positive_int, 10_080),
+            offsets_retention_check_interval_ms=p.get("offsets.retention.check.interval.ms", _positive_long,
+                                                      600_000),
+            offsets_commit_timeout_ms=p.get("offsets.commit.timeout.ms", _positive_int, 5_000),
+            offsets_load_buffer_size_bytes=p.get("offsets.load.buffer.size", _positive_int, 5 * _MIB),
             log=_log_config(props),
             properties=MappingProxyType(dict(props)),
         )
         _check_listeners(config)
         _check_replication(config)
         _check_cleaner(config)
+        _check_groups(config)
         return replace(config, unknown_keys=_unknown(props, p.known))
 
 
@@ -235,6 +277,12 @@ def _check_cleaner(config: BrokerConfig) -> None:
         raise ConfigError(f"log.cleaner.dedupe.buffer.size ({config.log_cleaner_dedupe_buffer_size_bytes}) "
                           f"must be at least 1 MiB ({_MIB}) per cleaner thread "
                           f"(log.cleaner.threads={config.log_cleaner_threads})")
+
+
+def _check_groups(config: BrokerConfig) -> None:
+    if config.group_max_session_timeout_ms < config.group_min_session_timeout_ms:
+        raise ConfigError(f"group.max.session.timeout.ms ({config.group_max_session_timeout_ms}) must be at "
+                          f"least group.min.session.timeout.ms ({config.group_min_session_timeout_ms})")
 
 
 def _check_listeners(config: BrokerConfig) -> None:

@@ -264,6 +264,15 @@ def describe_broker_configs(broker: BrokerConfig) -> list[ConfigEntry]:
         ("log.cleaner.io.max.bytes.per.second", _java_double(broker.log_cleaner_io_max_bytes_per_second),
          TYPE_DOUBLE),
         ("log.cleaner.backoff.ms", broker.log_cleaner_backoff_ms, TYPE_LONG),
+        ("group.initial.rebalance.delay.ms", broker.group_initial_rebalance_delay_ms, TYPE_INT),
+        ("group.min.session.timeout.ms", broker.group_min_session_timeout_ms, TYPE_INT),
+        ("group.max.session.timeout.ms", broker.group_max_session_timeout_ms, TYPE_INT),
+        ("group.max.size", broker.group_max_size, TYPE_INT),
+        ("offset.metadata.max.bytes", broker.offset_metadata_max_bytes, TYPE_INT),
+        ("offsets.retention.minutes", broker.offsets_retention_minutes, TYPE_INT),
+        ("offsets.retention.check.interval.ms", broker.offsets_retention_check_interval_ms, TYPE_LONG),
+        ("offsets.commit.timeout.ms", broker.offsets_commit_timeout_ms, TYPE_INT),
+        ("offsets.load.buffer.size", broker.offsets_load_buffer_size_bytes, TYPE_INT),
     ]
     return [
         ConfigEntry(name, str(value),

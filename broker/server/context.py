@@ -14,7 +14,7 @@ from broker.replica.manager import ReplicaManager
 from broker.server.config import BrokerConfig
 from broker.server.metadata import MetadataCache
 
-__all__ = ["BrokerContext", "ControllerApi", "ProducerIdSource"]
+__all__ = ["BrokerContext", "ControllerApi", "GroupCoordinatorApi", "ProducerIdSource"]
 
 
 class ControllerApi(Protocol):
@@ -38,6 +38,13 @@ class ProducerIdSource(Protocol):
     async def next_id(self) -> int: ...
 
 
+class GroupCoordinatorApi(Protocol):
+    """What the group handlers need: ``broker.server.group_coordinator.GroupCoordinatorService``."""
+
+    async def handle(self, api_key: int, api_version: int, request, client_id: str | None,
+                     client_host: str): ...
+
+
 @dataclass
 class BrokerContext:
     config: BrokerConfig
@@ -50,6 +57,7 @@ class BrokerContext:
     stopping: bool = False  # set at shutdown: long polls answer at once
     broker_epoch: int = -1  # czxid of our /brokers/ids/N (KIP-380); -1 until registered
     request_metadata_refresh: Callable[..., None] = lambda **_: None  # MetadataSync.request_refresh
+    groups: GroupCoordinatorApi | None = None  # None: the group APIs answer COORDINATOR_NOT_AVAILABLE
 
     @property
     def broker_id(self) -> int:

@@ -31,6 +31,11 @@ response); None means no response (acks=0 produce). A handler that raises is
 a broken invariant: the connection is closed and the error logged; the broker keeps serving
 everyone else.
 
+The peer's address: each request task runs in its connection's ``contextvars`` context, where
+``client_host()`` answers the peer's IP address (the group coordinator records it as a member's
+``client_host``, as Kafka does), without widening the handler interface for the few APIs that
+want it.
+
 Shutdown (``close``): the listening socket closes, every connection stops reading new requests,
 the requests already read are answered (for at most ``drain_timeout_s``), then the connections
 close. A client therefore gets an answer to everything it sent before the broker stopped
@@ -41,15 +46,22 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import logging
 import struct
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["NetworkLimits", "RequestHandler", "KafkaServer", "CloseConnection"]
+__all__ = ["NetworkLimits", "RequestHandler", "KafkaServer", "CloseConnection", "client_host"]
 
 log = logging.getLogger("pylog.network")
 _SIZE = struct.Struct(">i")
+_CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
+
+
+def client_host() -> str:
+    """The IP address of the peer whose request is being handled ("" outside a connection)."""
+    return _CLIENT_HOST.get()
 
 
 class CloseConnection(Exception):
@@ -179,6 +191,7 @@ class _Connection(asyncio.Protocol):
         self._stopped = False  # no more requests: answer the pending ones, then close
         self._closing = False
         self._peer = None
+        self._context: contextvars.Context | None = None  # the request tasks' (client_host)
         self._idle_timer: asyncio.TimerHandle | None = None
         self._last_received = 0.0
         self.closed = self._loop.create_future()
@@ -192,6 +205,9 @@ class _Connection(asyncio.Protocol):
             transport.close()
             return
         self._peer = transport.get_extra_info("peername")
+        self._context = contextvars.copy_context()
+        if self._peer:
+            self._context.run(_CLIENT_HOST.set, str(self._peer[0]))
         self._last_received = self._loop.time()
         self._arm_idle_timer(self._limits.connections_max_idle_ms / 1000)
 
@@ -248,7 +264,7 @@ class _Connection(asyncio.Protocol):
             self._server.stats.requests += 1
             request = _Request()
             self._pending.append(request)
-            request.task = self._loop.create_task(self._serve(request, frame))
+            request.task = self._loop.create_task(self._serve(request, frame), context=self._context)
         if position:
             del buffer[:position]
         if len(self._pending) >= limits.inflight_requests_max:

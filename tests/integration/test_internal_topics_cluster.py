@@ -94,7 +94,7 @@ def test_one_broker_creates_nothing_while_the_replication_factor_is_3_then_creat
                              transaction_state_log_replication_factor="1",
                              transaction_state_log_min_isr="1", transaction_state_log_num_partitions="5")
     port = cluster.brokers[0].port
-    assert find_coordinator(port, 0) == ErrorCode.COORDINATOR_NOT_AVAILABLE  # no coordinator yet
+    assert find_coordinator(port, 0) == ErrorCode.COORDINATOR_NOT_AVAILABLE  # the call that creates it
     assert find_coordinator(port, 1, version=3) == ErrorCode.COORDINATOR_NOT_AVAILABLE
     with zk_client(cluster) as zk:
         check_created(zk, OFFSETS, 10, 1, {1})

@@ -135,19 +135,37 @@ def harness(tmp_path):
     h.close()
 
 
-def find_coordinator(h: Harness, key_type: int = 0, version: int = 4, keys=("g",)):
+def find_coordinator(h: Harness, key_type: int = 0, version: int = 4, keys=("g",), answers: bool = False):
     request = {"key": keys[0] if keys else "", "key_type": key_type, "coordinator_keys": list(keys)}
     response = run(h.call(FIND_COORD, version, request))
+    if answers:
+        found = response.coordinators if version >= 4 else [response]
+        return [(c.node_id, c.host, c.port, c.error_code) for c in found]
     return [c.error_code for c in response.coordinators] if version >= 4 else [response.error_code]
 
 
 @pytest.mark.parametrize("version", range(5))
-def test_find_coordinator_creates_the_offsets_topic_and_stays_unavailable(harness, version):
+def test_find_coordinator_creates_the_offsets_topic_then_names_the_partitions_leader(harness, version):
     assert find_coordinator(harness, 0, version) == [ErrorCode.COORDINATOR_NOT_AVAILABLE]
     topic = harness.snapshot.topics[OFFSETS]
     assert len(topic.partitions) == 4 and dict(topic.config)["cleanup.policy"] == "compact"
-    assert find_coordinator(harness, 0, version) == [ErrorCode.COORDINATOR_NOT_AVAILABLE]
+    assert find_coordinator(harness, 0, version, answers=True) == [(1, "host1", 9091, ErrorCode.NONE)]
     assert harness.controller.created == [OFFSETS]  # asked once: the second saw it in metadata
+
+
+def test_find_coordinator_names_the_leader_of_the_groups_partition(tmp_path):
+    """partition_for("g", 4) == 3 and partition_for("a", 4) == 1 (Java's hashCode: 103, 97):
+    the leaders of those partitions answer; a partition without a live leader is unavailable."""
+    h = Harness(tmp_path, broker_id=1, brokers=(1, 2, 3), offsets_topic_num_partitions="4")
+    try:
+        h.add_topic(OFFSETS, {0: [1], 1: [2], 2: [1], 3: [3]}, leaders={3: 4})  # broker 4 is not live
+        assert find_coordinator(h, 0, 4, keys=("g", "a"), answers=True) == [
+            (-1, "", -1, ErrorCode.COORDINATOR_NOT_AVAILABLE), (2, "host2", 9092, ErrorCode.NONE)]
+        assert find_coordinator(h, 0, 3, keys=("a",), answers=True) == [(2, "host2", 9092, ErrorCode.NONE)]
+        assert find_coordinator(h, 1, 4, keys=("t",)) == [ErrorCode.COORDINATOR_NOT_AVAILABLE]
+        assert h.controller.created == [TXN]
+    finally:
+        h.close()
 
 
 def test_find_coordinator_for_a_transaction_creates_the_transaction_topic(harness):

@@ -1,0 +1,345 @@
+"""``GroupCoordinatorService``: the asyncio shell around the pure ``GroupCoordinatorCore``.
+
+The core (``broker.coordinator.group.core``) decides everything about groups and offsets; this
+shell does its I/O, the way ``broker.server.controller`` serves ``ControllerCore``:
+
+- **Requests.** A handler calls ``await handle(api_key, version, request, client_id,
+  client_host)``. The request gets a token and a future; the core answers it with a ``Reply``
+  effect, now (most requests) or later (JoinGroup and SyncGroup park until the rebalance
+  completes; commits wait for their append).
+- **Leadership.** ``ReplicaManager`` calls ``on_leadership_change`` whenever this broker starts
+  or stops leading a partition. For a ``__consumer_offsets`` partition that becomes led here:
+  ``core.begin_load`` at once (its groups answer COORDINATOR_LOAD_IN_PROGRESS), then a load task
+  waits until the partition's high watermark reaches the log end offset it found (a new leader's
+  high watermark trails its log until the followers fetch again; every write acknowledged by the
+  previous leader is in this log, and reading only below the high watermark means the state built
+  is one that cannot be truncated away), reads the partition from its log start in chunks of
+  ``offsets.load.buffer.size`` bytes, decodes the batches (off the event loop when a chunk is
+  large; control batches skipped) and hands every (key, value) to ``core.load_partition``.
+  Leadership lost (another leader, or the partition removed from this broker): the load task is
+  cancelled and ``core.unload_partition`` answers the parked requests NOT_COORDINATOR. A new
+  leader epoch of a leadership kept changes nothing: the log was not truncated in between.
+- **Appends.** An ``Append`` effect becomes one uncompressed record batch (producer id -1)
+  appended as leader with acks=all through ``Partition.append_as_leader``, the call Produce
+  uses; Produce's refusal of internal topics is in its handler, so clients stay refused while
+  the coordinator writes. Appends happen synchronously, in effect order. Each waits until the
+  high watermark passes it (the purgatory, as an acks=all Produce), for at most
+  ``offsets.commit.timeout.ms``; then ``core.write_done(write_id, error)``: 0, or the produce
+  error (NOT_ENOUGH_REPLICAS 19, NOT_ENOUGH_REPLICAS_AFTER_APPEND 20, NOT_LEADER_OR_FOLLOWER 6,
+  REQUEST_TIMED_OUT 7, or the append's own). Writes to one partition complete in append order,
+  so a later commit of a partition's offset can never be applied before an earlier one.
+- **Timers.** One task sleeps until ``core.next_deadline()`` and calls ``core.tick(now_ms)``; it is
+  woken early when a core call brings the next deadline forward.
+
+Every task (the timer, the loads, the replication waits) belongs to the task group of ``run``
+and is cancelled with it. ``close`` (broker shutdown) unloads every partition first, so parked
+JoinGroups and SyncGroups are answered (NOT_COORDINATOR) instead of holding the drain.
+Time (``now_ms``) is injected; the core gets the broker's rng for member ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from broker.cluster.internal_topics import GROUP_METADATA_TOPIC_NAME
+from broker.coordinator.group.core import Append, GroupCoordinatorCore, Reply
+from broker.log import LogError
+from broker.records import Record, RecordsError, decode_batch, encode_batch, iter_batches
+from broker.wire import ErrorCode
+
+__all__ = ["GroupCoordinatorService", "GroupServiceSettings", "GroupServiceStatistics", "decode_records"]
+
+logger = logging.getLogger(__name__)
+
+_DECODE_IN_THREAD_BYTES_MIN = 256 * 1024  # smaller chunks decode on the loop (a thread hop costs ~50 us)
+
+
+@dataclass(frozen=True)
+class GroupServiceSettings:
+    commit_timeout_ms: int = 5_000  # offsets.commit.timeout.ms
+    load_buffer_bytes: int = 5 * 1024 * 1024  # offsets.load.buffer.size
+    load_wait_poll_ms: int = 100  # re-check of the high watermark when the purgatory is full
+
+
+@dataclass
+class GroupServiceStatistics:
+    requests: int = 0
+    appends: int = 0
+    append_errors: int = 0
+    loads: int = 0
+    records_loaded: int = 0
+    last_load_ms: int = -1
+    loaded: set = field(default_factory=set)  # partitions loaded
+    loading: set = field(default_factory=set)
+
+
+class _Write:
+    __slots__ = ("write_id", "required_offset", "leader_term", "deadline_ms")
+
+    def __init__(self, write_id: int, required_offset: int, leader_term: int, deadline_ms: int) -> None:
+        self.write_id = write_id
+        self.required_offset = required_offset
+        self.leader_term = leader_term
+        self.deadline_ms = deadline_ms
+
+
+class GroupCoordinatorService:
+    def __init__(self, core: GroupCoordinatorCore, replicas, settings: GroupServiceSettings,
+                 now_ms: Callable[[], int]) -> None:
+        self.core = core
+        self._replicas = replicas
+        self._settings = settings
+        self._now_ms = now_ms
+        self._tokens: dict[int, asyncio.Future] = {}
+        self._next_token = 0
+        self._loading: dict[int, asyncio.Task | None] = {}  # partition -> its load task (None: queued)
+        self._led: set[int] = set()  # offsets partitions this broker leads (loading or loaded)
+        self._writes: dict[int, deque[_Write]] = {}  # partition -> writes waiting for replication
+        self._group: asyncio.TaskGroup | None = None
+        self._timer_wake = asyncio.Event()
+        self._sleeping_until: int | None = None
+        self._closed = False
+        self.stats = GroupServiceStatistics()
+
+    # ----------------------------------------------------------------------------- requests
+
+    async def handle(self, api_key: int, api_version: int, request, client_id: str | None,
+                     client_host: str):
+        """The response to one group request (see the module doc)."""
+        loop = asyncio.get_running_loop()
+        token = self._next_token
+        self._next_token += 1
+        future = self._tokens[token] = loop.create_future()
+        self.stats.requests += 1
+        self._apply(self.core.handle(token, api_key, api_version, request, client_id or "", client_host,
+                                     self._now_ms()))
+        return await future
+
+    def _apply(self, effects) -> None:
+        for effect in effects:
+            if isinstance(effect, Reply):
+                future = self._tokens.pop(effect.token)
+                if not future.done():  # done: the client went away (its request task was cancelled)
+                    future.set_result(effect.response)
+            else:
+                assert isinstance(effect, Append), f"unknown effect {effect!r}"
+                self._append(effect)
+        self._check_deadline()
+
+    # ------------------------------------------------------------------------------ appends
+
+    def _append(self, append: Append) -> None:
+        """One batch, appended now; its completion goes through the partition's write queue."""
+        self.stats.appends += 1
+        partition = self._replicas.get(GROUP_METADATA_TOPIC_NAME, append.partition)
+        if partition is None or not partition.is_leader:
+            self._write_done(append.write_id, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        now = self._now_ms()
+        batch = encode_batch([Record(i, now, key, value) for i, (key, value) in enumerate(append.records)],
+                             base_offset=0)
+        result = partition.append_as_leader(memoryview(batch), -1, self._replicas.settings.limits)
+        if result.error_code != ErrorCode.NONE:
+            logger.warning("%s-%d: coordinator append failed: %s (%s)", GROUP_METADATA_TOPIC_NAME,
+                           append.partition, ErrorCode(result.error_code).name, result.error_message)
+            self._write_done(append.write_id, result.error_code)
+            return
+        write = _Write(append.write_id, result.last_offset + 1, result.leader_term,
+                       now + self._settings.commit_timeout_ms)
+        queue = self._writes.get(append.partition)
+        if queue is None:
+            done, error = partition.check_enough_replicas_reach_offset(write.required_offset, write.leader_term)
+            if done:  # replicated already (ISR = this broker): no task
+                self._write_done(write.write_id, error)
+                return
+            queue = self._writes[append.partition] = deque()
+            self._spawn(self._await_replication(append.partition), f"group-writes-{append.partition}")
+        queue.append(write)
+
+    async def _await_replication(self, index: int) -> None:
+        """Complete the partition's writes in append order as its high watermark passes them
+        (Kafka's DelayedProduce for the coordinator's appends)."""
+        queue = self._writes[index]
+        key = (GROUP_METADATA_TOPIC_NAME, index)
+        try:
+            while queue:
+                head = queue[0]
+                partition = self._replicas.get(*key)
+                if partition is None:
+                    done, error = True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+                else:
+                    done, error = partition.check_enough_replicas_reach_offset(head.required_offset,
+                                                                               head.leader_term)
+                if not done and self._now_ms() >= head.deadline_ms:
+                    done, error = True, ErrorCode.REQUEST_TIMED_OUT
+                if done:
+                    queue.popleft()
+                    self._write_done(head.write_id, error)
+                    continue
+                await self._wait_for(key, (head.deadline_ms - self._now_ms()) / 1000)
+        finally:
+            del self._writes[index]
+
+    async def _wait_for(self, key, timeout_s: float) -> None:
+        waiter = self._replicas.purgatory.watch([key])
+        if waiter is None:  # full, or closed at shutdown: look again shortly
+            await asyncio.sleep(min(max(timeout_s, 0), self._settings.load_wait_poll_ms / 1000))
+            return
+        with waiter:
+            await waiter.wait(timeout_s)
+
+    def _write_done(self, write_id: int, error: int) -> None:
+        if error != ErrorCode.NONE:
+            self.stats.append_errors += 1
+        self._apply(self.core.write_done(write_id, error, self._now_ms()))
+
+    # --------------------------------------------------------------------------- leadership
+
+    def on_leadership_change(self, topic: str, index: int, is_leader: bool, leader_epoch: int) -> None:
+        """``ReplicaManager``'s leadership listener."""
+        if topic != GROUP_METADATA_TOPIC_NAME or self._closed:
+            return
+        if is_leader:
+            if index in self._led:
+                return  # a new epoch of a leadership kept: nothing to reload
+            self._led.add(index)
+            self.stats.loading.add(index)
+            self.core.begin_load(index)
+            self._loading[index] = None
+            self._spawn_load(index)
+            return
+        if index not in self._led:
+            return
+        self._unload(index)
+
+    def _unload(self, index: int) -> None:
+        self._led.discard(index)
+        self.stats.loading.discard(index)
+        self.stats.loaded.discard(index)
+        task = self._loading.pop(index, None)
+        if task is not None:
+            task.cancel()
+        logger.info("%s-%d: no longer led here; unloading its groups", GROUP_METADATA_TOPIC_NAME, index)
+        self._apply(self.core.unload_partition(index))
+
+    def _spawn_load(self, index: int) -> None:
+        if self._group is not None:
+            self._loading[index] = self._spawn(self._load(index), f"group-load-{index}")
+
+    async def _load(self, index: int) -> None:
+        """Wait for the high watermark to reach the log end, read, decode, hand to the core."""
+        key = (GROUP_METADATA_TOPIC_NAME, index)
+        started = self._now_ms()
+        partition = self._replicas.get(*key)
+        if partition is None:
+            return
+        target = partition.log.log_end_offset
+        while partition.high_watermark < target:
+            await self._wait_for(key, 1.0)
+            if self._replicas.get(*key) is not partition or not partition.is_leader:
+                return  # the unload follows from the listener
+        try:
+            records = await self._read(partition, target)
+        except (LogError, RecordsError) as exc:
+            logger.error("%s-%d: loading failed, its groups stay unavailable: %s",
+                         GROUP_METADATA_TOPIC_NAME, index, exc)
+            return
+        if self._loading.get(index) is not asyncio.current_task():
+            return  # unloaded (and perhaps led again) while reading
+        del self._loading[index]
+        self.stats.loading.discard(index)
+        self.stats.loaded.add(index)
+        self.stats.loads += 1
+        self.stats.records_loaded += len(records)
+        self.stats.last_load_ms = self._now_ms() - started
+        logger.info("%s-%d: loaded %d records up to offset %d in %d ms", GROUP_METADATA_TOPIC_NAME,
+                    index, len(records), target, self.stats.last_load_ms)
+        self._apply(self.core.load_partition(index, records, self._now_ms()))
+
+    async def _read(self, partition, end_offset: int) -> list:
+        """Every (key, value) of the partition below ``end_offset``. The log is read on the loop
+        (its segments may be swapped by the cleaner between reads, never during one)."""
+        records: list = []
+        offset = partition.log.log_start_offset
+        while offset < end_offset:
+            data = partition.log.read(offset, self._settings.load_buffer_bytes, end_offset, True)
+            if data.batches == 0:
+                break
+            if len(data.records) >= _DECODE_IN_THREAD_BYTES_MIN:
+                records.extend(await asyncio.to_thread(decode_records, data.records, offset))
+            else:
+                records.extend(decode_records(data.records, offset))
+            offset = data.next_offset
+            await asyncio.sleep(0)  # let requests in between chunks
+        return records
+
+    # -------------------------------------------------------------------------------- timer
+
+    def _check_deadline(self) -> None:
+        deadline = self.core.next_deadline()
+        if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
+            self._timer_wake.set()
+
+    async def _timer(self) -> None:
+        while True:
+            self._timer_wake.clear()
+            deadline = self.core.next_deadline()
+            self._sleeping_until = deadline
+            if deadline is None:
+                await self._timer_wake.wait()
+                continue
+            delay_ms = deadline - self._now_ms()
+            if delay_ms > 0:
+                try:
+                    async with asyncio.timeout(delay_ms / 1000):
+                        await self._timer_wake.wait()
+                except TimeoutError:
+                    pass
+                continue
+            self._sleeping_until = None
+            self._apply(self.core.tick(self._now_ms()))
+
+    # ---------------------------------------------------------------------------- lifecycle
+
+    def _spawn(self, coroutine, name: str) -> asyncio.Task:
+        assert self._group is not None, "tasks start once run() is running"
+        return self._group.create_task(coroutine, name=name)
+
+    async def run(self) -> None:
+        """Serve until cancelled; owns every task of the service."""
+        async with asyncio.TaskGroup() as group:
+            self._group = group
+            try:
+                for index in [i for i, task in self._loading.items() if task is None]:
+                    self._spawn_load(index)  # leaderships gained before run() started
+                await self._timer()
+            finally:
+                self._group = None
+
+    def close(self) -> None:
+        """Broker shutdown: unload every partition so parked requests are answered now."""
+        for index in sorted(self._led):
+            self._unload(index)
+        self._closed = True
+
+    def statistics(self) -> GroupServiceStatistics:
+        return GroupServiceStatistics(**{**vars(self.stats), "loaded": set(self.stats.loaded),
+                                         "loading": set(self.stats.loading)})
+
+
+def decode_records(data: bytes, from_offset: int = 0) -> list[tuple[bytes, bytes | None]]:
+    """(key, value) of every data record at or after ``from_offset`` in ``data`` (whole batches,
+    as ``Log.read`` returns them); control batches and keyless records are skipped. Pure, so it
+    may run on a worker thread."""
+    out: list = []
+    for position, header in iter_batches(data):
+        if header.is_control:
+            continue
+        for record in decode_batch(data, position).records:
+            if record.offset >= from_offset and record.key is not None:
+                out.append((record.key, record.value))
+    return out

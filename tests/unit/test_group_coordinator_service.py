@@ -1,0 +1,283 @@
+"""``GroupCoordinatorService`` (the asyncio shell of the group coordinator) against a fake core
+and a real ``ReplicaManager`` with logs in a temporary directory: leadership changes load and
+unload ``__consumer_offsets`` partitions, ``Append`` effects become replicated batches whose
+``write_done`` comes in append order (or with the produce error), requests park until the core
+replies, and the timer ticks at the core's deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.cluster.layout import PartitionState
+from broker.coordinator.group.core import Append, Reply
+from broker.log import LogConfig, LogManager
+from broker.records import ControlRecord, ControlType, Record, encode_batch, encode_control_batch
+from broker.replica.manager import ReplicaManager, ReplicaSettings
+from broker.replica.purgatory import Purgatory
+from broker.server.group_coordinator import GroupCoordinatorService, GroupServiceSettings, decode_records
+from broker.wire import ErrorCode
+
+OFFSETS = "__consumer_offsets"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class FakeCore:
+    """Records every input. ``handle`` answers at once unless the request is "park"; "write"
+    appends its request's records and answers after ``write_done``."""
+
+    def __init__(self) -> None:
+        self.calls: list = []
+        self.parked: list = []
+        self.writes: dict[int, object] = {}  # write id -> token
+        self.deadline: int | None = None
+        self._write_ids = iter(range(1, 1_000_000))
+
+    def handle(self, token, api_key, api_version, request, client_id, client_host, now_ms):
+        self.calls.append(("handle", api_key, request, client_id, client_host))
+        if request == "park":
+            self.parked.append(token)
+            return []
+        if isinstance(request, tuple) and request[0] == "write":
+            write_id = next(self._write_ids)
+            self.writes[write_id] = token
+            return [Append(write_id, request[1], request[2])]
+        return [Reply(token, ("answer", request))]
+
+    def begin_load(self, partition):
+        self.calls.append(("begin_load", partition))
+
+    def load_partition(self, partition, records, now_ms):
+        self.calls.append(("load", partition, list(records)))
+        return []
+
+    def unload_partition(self, partition):
+        self.calls.append(("unload", partition))
+        parked, self.parked = self.parked, []
+        return [Reply(token, "NOT_COORDINATOR") for token in parked]
+
+    def write_done(self, write_id, error_code, now_ms):
+        self.calls.append(("write_done", write_id, error_code))
+        token = self.writes.pop(write_id, None)
+        return [] if token is None else [Reply(token, ("written", error_code))]
+
+    def tick(self, now_ms):
+        self.calls.append(("tick", now_ms))
+        self.deadline = None
+        return []
+
+    def next_deadline(self):
+        return self.deadline
+
+    def of(self, kind: str) -> list:
+        return [c[1:] for c in self.calls if c[0] == kind]
+
+
+class World:
+    def __init__(self, tmp_path, broker_id: int = 1, timeout_ms: int = 5_000) -> None:
+        self.clock = Clock()
+        self.replicas = ReplicaManager(broker_id, LogManager([tmp_path], LogConfig(), self.clock), Purgatory(100),
+                                       self.clock, ReplicaSettings())
+        self.core = FakeCore()
+        self.service = GroupCoordinatorService(self.core, self.replicas,
+                                               GroupServiceSettings(commit_timeout_ms=timeout_ms,
+                                                                    load_buffer_bytes=300), self.clock)
+        self.replicas.add_leadership_listener(self.service.on_leadership_change)
+        self.controller_epoch = 1
+
+    def lead(self, partition: int, leader: int, epoch: int, replicas=(1,), isr=None) -> None:
+        state = PartitionState(leader, epoch, tuple(isr or replicas), self.controller_epoch)
+        self.replicas.become_leader_or_follower(self.controller_epoch, [((OFFSETS, partition), replicas, state, epoch)],
+                                                {OFFSETS: {"cleanup.policy": "compact"}})
+
+
+async def until(condition, timeout_s: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.005)
+
+
+def run(test):
+    async def main():
+        runner = asyncio.create_task(test.service.run())
+        try:
+            await test.body()
+        finally:
+            runner.cancel()
+            await asyncio.gather(runner, return_exceptions=True)
+            test.world.replicas.close()
+    asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def kv(i: int) -> tuple[bytes, bytes | None]:
+    return (b"key-%d" % i, None if i % 5 == 4 else b"value-%d" % i)
+
+
+def test_a_led_partition_is_loaded_from_its_log_and_requests_are_answered(tmp_path):
+    world = World(tmp_path)
+
+    class Test:
+        service = world.service
+
+        @staticmethod
+        async def body():
+            world.lead(3, 1, 0)
+            await until(lambda: world.core.of("load"))
+            assert world.core.of("begin_load") == [(3,)] and world.core.of("load") == [(3, [])]
+            # Requests: answered at once, with client id and host passed through.
+            assert await world.service.handle(12, 4, "ping", None, "10.0.0.1") == ("answer", "ping")
+            assert world.core.of("handle")[-1] == (12, "ping", "", "10.0.0.1")
+            # Writes through Append: each write is one batch, replicated at once (ISR = us).
+            for n in range(10):
+                records = [kv(3 * n + i) for i in range(3)]
+                assert await world.service.handle(8, 8, ("write", 3, records), "c", "h") == ("written", 0)
+            log = world.replicas.get(OFFSETS, 3).log
+            assert log.log_end_offset == 30 and world.replicas.get(OFFSETS, 3).high_watermark == 30
+            # A control batch in the partition is skipped on load.
+            partition = world.replicas.get(OFFSETS, 3)
+            marker = encode_control_batch(ControlRecord(ControlType.COMMIT, 0), offset=0,
+                                          timestamp=world.clock.now, producer_id=7, producer_epoch=0)
+            log.append_as_leader(memoryview(bytearray(marker)), partition.leader_epoch)
+            # Leadership lost, then gained again: unloaded, then loaded with every record in order.
+            world.lead(3, 2, 1, replicas=(1, 2))
+            assert world.core.of("unload") == [(3,)]
+            world.lead(3, 1, 2, replicas=(1, 2), isr=(1,))
+            await until(lambda: len(world.core.of("load")) == 2)
+            assert world.core.of("load")[1] == (3, [kv(i) for i in range(30)])
+            assert world.service.statistics().loaded == {3}
+
+    Test.world = world
+    run(Test)
+
+
+def test_other_topics_and_epoch_bumps_do_not_reload(tmp_path):
+    world = World(tmp_path)
+
+    class Test:
+        service = world.service
+
+        @staticmethod
+        async def body():
+            world.replicas.become_leader_or_follower(1, [(("events", 0), (1,), PartitionState(1, 0, (1,), 1), 0)], {})
+            world.lead(0, 1, 0)
+            await until(lambda: world.core.of("load"))
+            world.lead(0, 1, 1)  # the same leader at a new epoch
+            await asyncio.sleep(0.05)
+            assert world.core.of("begin_load") == [(0,)] and len(world.core.of("load")) == 1
+
+    Test.world = world
+    run(Test)
+
+
+def test_parked_requests_are_answered_when_the_partition_is_unloaded_or_the_service_closes(tmp_path):
+    world = World(tmp_path)
+
+    class Test:
+        service = world.service
+
+        @staticmethod
+        async def body():
+            world.lead(0, 1, 0)
+            world.lead(1, 1, 0)
+            await until(lambda: len(world.core.of("load")) == 2)
+            first = asyncio.create_task(world.service.handle(11, 5, "park", "c", "h"))
+            await until(lambda: world.core.parked)
+            world.lead(0, 2, 1, replicas=(1, 2))  # leadership moves away
+            assert await first == "NOT_COORDINATOR"
+            second = asyncio.create_task(world.service.handle(11, 5, "park", "c", "h"))
+            await until(lambda: world.core.parked)
+            world.service.close()
+            assert await second == "NOT_COORDINATOR"
+            assert world.core.of("unload") == [(0,), (1,)]
+
+    Test.world = world
+    run(Test)
+
+
+def test_writes_wait_for_the_followers_and_complete_in_append_order(tmp_path):
+    world = World(tmp_path, timeout_ms=60_000)
+
+    class Test:
+        service = world.service
+
+        @staticmethod
+        async def body():
+            world.lead(0, 1, 0, replicas=(1, 2))
+            await until(lambda: world.core.of("load"))
+            writes = [asyncio.create_task(world.service.handle(8, 8, ("write", 0, [kv(i)]), "c", "h"))
+                      for i in range(3)]
+            await until(lambda: world.replicas.get(OFFSETS, 0).log.log_end_offset == 3)
+            await asyncio.sleep(0.02)
+            assert not any(w.done() for w in writes) and world.core.of("write_done") == []
+            partition = world.replicas.get(OFFSETS, 0)
+            partition.record_follower_fetch(2, 2)  # the follower has the first two
+            await until(lambda: len(world.core.of("write_done")) == 2)
+            partition.record_follower_fetch(2, 3)
+            assert [await w for w in writes] == [("written", 0)] * 3
+            assert world.core.of("write_done") == [(1, 0), (2, 0), (3, 0)]
+
+    Test.world = world
+    run(Test)
+
+
+def test_a_write_that_is_not_replicated_in_time_fails_and_a_lost_leader_fails_at_once(tmp_path):
+    world = World(tmp_path, timeout_ms=50)
+
+    class Test:
+        service = world.service
+
+        @staticmethod
+        async def body():
+            world.lead(0, 1, 0, replicas=(1, 2))
+            await until(lambda: world.core.of("load"))
+            write = asyncio.create_task(world.service.handle(8, 8, ("write", 0, [kv(0)]), "c", "h"))
+            await until(lambda: world.replicas.get(OFFSETS, 0).log.log_end_offset == 1)
+            world.clock.now += 50  # the shell's deadline is on the injected clock
+            world.replicas.purgatory.notify((OFFSETS, 0))
+            assert await write == ("written", ErrorCode.REQUEST_TIMED_OUT)
+            # To a partition led elsewhere: NOT_LEADER_OR_FOLLOWER at once, nothing appended.
+            assert await world.service.handle(8, 8, ("write", 7, [kv(1)]), "c", "h") == (
+                "written", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    Test.world = world
+    run(Test)
+
+
+def test_the_timer_ticks_at_the_cores_deadline(tmp_path):
+    world = World(tmp_path)
+
+    class Test:
+        service = world.service
+
+        @staticmethod
+        async def body():
+            await asyncio.sleep(0.02)
+            assert world.core.of("tick") == []
+            world.core.deadline = world.clock.now + 10
+            await world.service.handle(12, 4, "ping", "c", "h")  # a core call: the new deadline is seen
+            await asyncio.sleep(0.05)
+            assert world.core.of("tick") == []  # not due on the injected clock
+            world.clock.now += 10
+            world.core.deadline = world.clock.now  # due now
+            await world.service.handle(12, 4, "ping", "c", "h")
+            await until(lambda: world.core.of("tick"))
+            assert world.core.of("tick") == [(world.clock.now,)]
+
+    Test.world = world
+    run(Test)
+
+
+def test_decode_records_skips_control_batches_and_records_below_the_offset():
+    data = (encode_batch([Record(0, 1, b"a", b"1"), Record(1, 1, b"b", None)])
+            + encode_control_batch(ControlRecord(ControlType.ABORT, 0), offset=2, timestamp=1, producer_id=5,
+                                   producer_epoch=0)
+            + encode_batch([Record(3, 1, b"c", b"3")]))
+    assert decode_records(data) == [(b"a", b"1"), (b"b", None), (b"c", b"3")]
+    assert decode_records(data, 1) == [(b"b", None), (b"c", b"3")]
