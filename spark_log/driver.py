@@ -12,6 +12,7 @@ import time
 from typing import Callable, Iterable, Mapping, TypeVar
 
 from broker.client import KafkaError
+from broker.wire import ErrorCode
 
 from spark_log import _io
 from spark_log.offsets import TopicPartition
@@ -26,7 +27,7 @@ from spark_log.planner import (
 )
 
 __all__ = ["open_view", "with_retries", "take_snapshot", "plan_batch_read", "fetch_group_offsets",
-           "commit_group_offsets"]
+           "commit_group_offsets", "GroupCommitError"]
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -38,19 +39,26 @@ def open_view(options: SourceOptions) -> _io.ClusterView:
                            request_timeout_ms=options.consumer.get("request_timeout_ms"))
 
 
-def with_retries(options: SourceOptions, what: str, fn: Callable[[], _T]) -> _T:
-    """``fn()``, retried ``fetchOffset.numRetries`` times on cluster errors."""
+def with_retries(options: SourceOptions, what: str, fn: Callable[[], _T], *,
+                 retriable_only: bool = False) -> _T:
+    """``fn()``, retried ``fetchOffset.numRetries`` times on cluster errors (with
+    ``retriable_only``, not on a Kafka error that says retrying cannot help)."""
     attempt = 0
     while True:
         try:
             return fn()
         except (KafkaError, OSError) as exc:
             attempt += 1
-            if attempt > options.fetch_offset_num_retries:
+            final = retriable_only and isinstance(exc, KafkaError) and not exc.retriable
+            if final or attempt > options.fetch_offset_num_retries:
                 raise
             log.warning("%s failed (attempt %d of %d): %s", what, attempt,
                         options.fetch_offset_num_retries + 1, exc)
             time.sleep(options.fetch_offset_retry_interval_ms / 1000)
+
+
+class GroupCommitError(RuntimeError):
+    """The group's offsets could not be committed (after ``fetchOffset.numRetries`` retries)."""
 
 
 def _open_offset_store(options: SourceOptions):
@@ -79,8 +87,25 @@ def commit_group_offsets(options: SourceOptions, offsets: Mapping[TopicPartition
         with _open_offset_store(options) as store:
             store.commit(options.group_id, offsets)
 
-    with_retries(options, f"committing the offsets of group {options.group_id!r} to the "
-                          f"{options.offsets_store} offsets store", commit)
+    what = f"committing the offsets of group {options.group_id!r} to the {options.offsets_store} offsets store"
+    try:
+        with_retries(options, what, commit, retriable_only=True)
+    except (KafkaError, OSError) as exc:
+        raise GroupCommitError(f"{what[0].upper()}{what[1:]} failed: {exc}. {_commit_hint(exc)}"
+                               f"The query's checkpoint is not affected; 'offsets.store' = 'none' "
+                               f"stops committing") from exc
+
+
+_MEMBER_ERRORS = (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.REBALANCE_IN_PROGRESS)
+
+
+def _commit_hint(exc: Exception) -> str:
+    """Simple commits (no member id) are refused while the group has members: the id belongs to
+    a consumer group that uses subscribe()."""
+    if isinstance(exc, KafkaError) and exc.code in _MEMBER_ERRORS:
+        return ("The group has active members (consumers that subscribe() with this group id), and "
+                "a Spark query may only commit to a group of its own: give it another 'kafka.group.id'. ")
+    return ""
 
 
 def take_snapshot(

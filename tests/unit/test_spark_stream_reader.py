@@ -235,11 +235,28 @@ def test_commit_retries_then_fails_loudly(store):
     r.commit({"ta": {"0": 9}})  # two retriable failures, the third attempt lands
     assert store.committed == {"g": {("ta", 0): 9}}
     store.failures = 3
-    from broker.client import KafkaError
+    from spark_log.driver import GroupCommitError
 
-    with pytest.raises(KafkaError, match="coordinator moving"):
+    with pytest.raises(GroupCommitError, match="Committing the offsets of group 'g' to the kafka offsets "
+                                               "store failed: COORDINATOR_NOT_AVAILABLE .*coordinator moving"):
         r.commit({"ta": {"0": 10}})
     assert store.committed == {"g": {("ta", 0): 9}}
+
+
+def test_commit_refused_for_a_group_with_members_says_why(store, monkeypatch):
+    from broker.client import KafkaError
+    from broker.wire import ErrorCode
+    from spark_log.driver import GroupCommitError
+
+    def refuse(group, offsets):
+        raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID)
+
+    monkeypatch.setattr(store, "commit", refuse)
+    r = reader(FakeView({"ta": {0: (0, 9)}}), **{"kafka.group.id": "app", "offsets.store": "kafka",
+                                                 "fetchOffset.retryIntervalMs": "0"})
+    with pytest.raises(GroupCommitError, match="UNKNOWN_MEMBER_ID.*give it another 'kafka.group.id'"):
+        r.commit({"ta": {"0": 9}})
+    assert len(store.opened) == 1  # not retried: retrying cannot help
 
 
 def test_no_store_commits_nothing(store):
