@@ -1,5 +1,11 @@
-"""``ZkOffsetStore``: consumer-group offsets in ZooKeeper, in the layout of Kafka's original
-ZooKeeper-based consumer, so pylog tools and Kafka-era tooling read the same tree::
+"""Two stores of consumer-group offsets with one interface (``commit``, ``fetch``, ``groups``,
+``delete``, ``close``), chosen by the user (Spark's ``offsets.store``, ``pylog groups --store``):
+
+- ``KafkaOffsetStore``: Kafka's ``__consumer_offsets`` through the group's coordinator, what lag
+  tools (``kafka-consumer-groups``, Burrow) read. Works against pylog and Apache Kafka alike.
+- ``ZkOffsetStore``: ZooKeeper, in the layout of Kafka's original ZooKeeper-based consumer.
+
+``ZkOffsetStore`` keeps pylog tools and Kafka-era tooling reading the same tree::
 
     /consumers/<group>/offsets/<topic>/<partition>   data: the next offset to read, decimal ASCII
 
@@ -19,7 +25,12 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-__all__ = ["ZkOffsetStore", "OffsetStoreError", "consumer_offsets_path", "consumer_offset_path"]
+from broker.client.config import SYSTEM_CLOCK, ClientConfig, Clock
+from broker.client.group_admin import GroupAdmin
+from broker.client.metadata import Cluster
+from broker.wire import ErrorCode
+
+__all__ = ["KafkaOffsetStore", "ZkOffsetStore", "OffsetStoreError", "consumer_offsets_path", "consumer_offset_path"]
 
 TopicPartition = tuple[str, int]
 _CONSUMERS = "/consumers"
@@ -135,3 +146,82 @@ class ZkOffsetStore:
             return self._zk.get_children(path)
         except NoNodeError:
             return []
+
+
+class KafkaOffsetStore:
+    """Commit and fetch a group's offsets in Kafka's ``__consumer_offsets``, through the group
+    coordinator (``broker.client.group_admin``). Commits are "simple" commits (generation -1, no
+    member id), the commits of a consumer that uses ``assign()``: the coordinator accepts them
+    only while the group has no active members, so give the store a group id of its own (a
+    Spark query's), not that of a subscribing consumer group, or the commit fails with
+    UNKNOWN_MEMBER_ID. Offsets are the *next* offset to read, like ``ZkOffsetStore``'s.
+
+    One OffsetCommit per ``commit``: the coordinator appends all its partitions as one batch.
+    Broker errors raise ``KafkaError`` (retriable ones after ``request_timeout_ms`` of retries);
+    bad input raises ``OffsetStoreError``. Not thread-safe; ``close()`` (or ``with``) when done."""
+
+    def __init__(self, bootstrap_servers: str | None = None, *, config: ClientConfig | None = None,
+                 clock: Clock = SYSTEM_CLOCK, cluster: Cluster | None = None) -> None:
+        self._admin = GroupAdmin(bootstrap_servers, config=config, clock=clock, cluster=cluster)
+
+    def close(self) -> None:
+        self._admin.close()
+
+    def __enter__(self) -> "KafkaOffsetStore":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def commit(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Set each partition's offset (a simple OffsetCommit)."""
+        checked = {(_topic_name(t), _partition(p)): _offset(off) for (t, p), off in offsets.items()}
+        self._admin.alter_group_offsets(_group_id(group), checked)
+
+    def fetch(self, group: str, topics: Iterable[str] | None = None) -> dict[TopicPartition, int]:
+        """The group's committed offsets (of ``topics`` only, if given); ``{}`` if none."""
+        wanted = None if topics is None else {_topic_name(t) for t in topics}
+        committed = self._admin.list_group_offsets(_group_id(group))
+        return {tp: c.offset for tp, c in committed.items() if wanted is None or tp[0] in wanted}
+
+    def groups(self) -> list[str]:
+        """Consumer groups the cluster knows (protocol type ``consumer`` or none), sorted."""
+        return [g.group_id for g in self._admin.list_groups() if g.is_consumer_group]
+
+    def delete(self, group: str, topic: str | None = None) -> None:
+        """Remove the group's offsets (of one topic). DeleteGroups, or OffsetDelete of the
+        topic's committed partitions; refused (``KafkaError``) while the group has members."""
+        group = _group_id(group)
+        if topic is None:
+            error = self._admin.delete_groups([group])[group]
+            if error is not None and error.code != ErrorCode.GROUP_ID_NOT_FOUND:
+                raise error
+            return
+        partitions = [tp for tp in self.fetch(group, [topic])]
+        for error in self._admin.delete_offsets(group, partitions).values():
+            if error is not None:
+                raise error
+
+
+def _group_id(group: str) -> str:
+    if not isinstance(group, str) or not group or len(group) > _NAME_MAX:
+        raise OffsetStoreError(f"invalid group id {group!r}: must be 1-{_NAME_MAX} characters")
+    return group
+
+
+def _topic_name(topic: str) -> str:
+    if not isinstance(topic, str) or not topic or len(topic) > _NAME_MAX:
+        raise OffsetStoreError(f"invalid topic {topic!r}: must be 1-{_NAME_MAX} characters")
+    return topic
+
+
+def _partition(partition: int) -> int:
+    if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+        raise OffsetStoreError(f"invalid partition {partition!r}")
+    return partition
+
+
+def _offset(offset: int) -> int:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise OffsetStoreError(f"a committed offset is a non-negative int, got {offset!r}")
+    return offset
