@@ -1,5 +1,15 @@
-"""``Consumer``: a consumer of manually assigned partitions (no group membership), returning
-records (``poll``) or Arrow (``poll_arrow``).
+"""``Consumer``: a consumer of manually assigned partitions (``assign``) or a member of a
+consumer group (``subscribe`` with ``group_id``), returning records (``poll``) or Arrow
+(``poll_arrow``).
+
+Groups (classic protocol, Java ``ConsumerCoordinator``): this module is only the glue. Membership
+(lookup, join, sync, heartbeat thread, leave) is ``group_membership``; what the member sends and
+how the leader assigns is ``group_consumer`` with ``assignors``; commits and committed offsets
+are ``group_commit``. ``poll`` drives it: it restarts the ``max.poll.interval.ms`` timer, rejoins
+when the group rebalances (running the rebalance listener on this thread), auto-commits every
+``auto.commit.interval.ms`` (the positions of records returned by earlier polls: at-least-once),
+and starts each newly assigned partition at its committed offset (``auto_offset_reset`` where
+the group has none).
 
 Threading model: none of its own. The owner thread drives everything from ``poll``/
 ``poll_arrow`` (Java's consumer model); the ``Fetcher`` keeps one Fetch per leader in flight
@@ -26,13 +36,18 @@ consumed). Fetch versions 4-12, no fetch sessions (every fetch is a full fetch).
 
 from __future__ import annotations
 
+import re
 from collections import deque
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from broker.client.config import SYSTEM_CLOCK, ClientConfig, Clock
 from broker.client.errors import KafkaError
 from broker.client.fetched import ConsumerRecord, aborted_batch_offsets, decode_fetched
 from broker.client.fetcher import CompletedFetch, Fetcher
+from broker.client.group_commit import CommitCallback, GroupOffsets, OffsetAndMetadata
+from broker.client.group_consumer import ConsumerGroupProtocol, RebalanceListener
+from broker.client.group_membership import GroupMembership, GroupSettings
+from broker.client.group_state import MemberState
 from broker.client.metadata import Cluster
 from broker.client.offsets import (
     EARLIEST_TIMESTAMP,
@@ -43,7 +58,8 @@ from broker.client.offsets import (
 from broker.client.properties import consumer_options_from_properties
 from broker.wire import ErrorCode
 
-__all__ = ["Consumer", "ConsumerRecord", "AUTO_OFFSET_RESET", "consumer_options_from_properties"]
+__all__ = ["Consumer", "ConsumerRecord", "OffsetAndMetadata", "AUTO_OFFSET_RESET",
+           "consumer_options_from_properties"]
 
 AUTO_OFFSET_RESET = ("earliest", "latest", "none")
 
@@ -83,6 +99,15 @@ class Consumer:
         config: ClientConfig | None = None,
         clock: Clock = SYSTEM_CLOCK,
         cluster: Cluster | None = None,
+        group_id: str | None = None,
+        group_instance_id: str | None = None,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 3_000,
+        max_poll_interval_ms: int = 300_000,
+        partition_assignment_strategy: str | list[str] = "range,cooperative-sticky",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5_000,
+        default_api_timeout_ms: int = 60_000,
     ) -> None:
         self._isolation = isolation_level_code(isolation_level)
         if auto_offset_reset not in AUTO_OFFSET_RESET:
@@ -118,32 +143,144 @@ class Consumer:
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._last_stable_offsets: dict[TopicPartition, int] = {}
         self._closed = False
+        self._default_api_timeout_ms = default_api_timeout_ms
+        self._subscribed = False
+        self._group: _Group | None = None
+        if group_id is not None:
+            self._group = _Group(self, GroupSettings(group_id, group_instance_id, session_timeout_ms,
+                                                     heartbeat_interval_ms, max_poll_interval_ms),
+                                 partition_assignment_strategy, enable_auto_commit, auto_commit_interval_ms)
 
     @property
     def read_committed(self) -> bool:
         return self._isolation == 1
 
     def statistics(self) -> dict:
-        return dict(self._fetcher.stats, fetch_buffer_bytes=self._fetcher.buffered_bytes,
-                    fetch_buffer_bytes_max=self._fetcher.buffer_bytes_max,
-                    fetches_in_flight=self._fetcher.inflight_count)
+        stats = dict(self._fetcher.stats, fetch_buffer_bytes=self._fetcher.buffered_bytes,
+                     fetch_buffer_bytes_max=self._fetcher.buffer_bytes_max,
+                     fetches_in_flight=self._fetcher.inflight_count)
+        if self._group is not None:
+            stats.update(self._group.membership.stats, **self._group.offsets.stats,
+                         async_commits_in_flight=self._group.offsets.async_in_flight)
+        return stats
 
     # ------------------------------------------------------------------ assignment and positions
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Replace the assignment. Positions of partitions kept are kept; new ones start unset
-        (``auto_offset_reset`` on first use). Unknown topics or partitions raise."""
+        (the group's committed offset with ``group_id``, else ``auto_offset_reset``, on first
+        use). Unknown topics or partitions raise. Not while subscribed (Java neither)."""
+        if self._subscribed:
+            raise ValueError("assign() while subscribed: unsubscribe() first")
         wanted = list(dict.fromkeys((str(t), int(p)) for t, p in partitions))
         for topic, partition in wanted:
             if partition not in self._cluster.topic(topic).partitions:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"topic {topic!r} has no partition {partition}")
+        self._set_assignment(wanted)
+
+    def _set_assignment(self, wanted: list[TopicPartition]) -> None:
         for tp in self._assignment:
             if tp not in wanted:
                 self._fetcher.reset(tp, None)
                 self._ready.pop(tp, None)
         self._assignment = wanted
         self._positions = {tp: self._positions.get(tp) for tp in wanted}
+
+    # ------------------------------------------------------------------ groups
+
+    def subscribe(self, topics: Iterable[str] | str | re.Pattern | None = None, *,
+                  pattern: str | re.Pattern | None = None,
+                  on_assign=None, on_revoke=None, on_lost=None) -> None:
+        """Join the group ``group_id`` for ``topics`` (names) or ``pattern`` (a regular expression
+        matched against whole topic names, re-matched every ``metadata.max.age.ms``; a topic
+        string starting with ``^`` is a pattern too, as in librdkafka). The callbacks get sorted
+        ``(topic, partition)`` lists on the polling thread: ``on_revoke`` before partitions go
+        (commit there when auto-commit is off), ``on_assign`` with new ones, ``on_lost`` when the
+        membership was lost (default: ``on_revoke``). The group is joined by the next ``poll``."""
+        if self._group is None:
+            raise ValueError("subscribe() needs a group_id (group.id)")
+        if self._assignment and not self._subscribed:
+            raise ValueError("subscribe() after assign(): unassign first (assign([]))")
+        if isinstance(topics, re.Pattern) or (isinstance(topics, str) and topics.startswith("^")):
+            topics, pattern = None, topics
+        elif isinstance(topics, str):
+            topics = [topics]
+        if (topics is None) == (pattern is None):
+            raise ValueError("subscribe() takes topics or a pattern (one of them)")
+        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        self._subscribed = True
+        self._group.subscribe(list(topics or ()), compiled, RebalanceListener(on_assign, on_revoke, on_lost))
+
+    def unsubscribe(self) -> None:
+        """Revoke everything (listener, auto-commit first) and leave the group."""
+        if self._group is not None and self._subscribed:
+            self._group.leave()
+        self._subscribed = False
+        self._set_assignment([])
+
+    def subscription(self) -> list[str]:
+        """The subscribed topics (for a pattern: the topics it matched at the last check)."""
+        return list(self._group.protocol.topics) if self._group is not None and self._subscribed else []
+
+    def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None, *,
+               timeout_ms: float | None = None) -> None:
+        """Commit ``offsets`` (the next offset to read per partition; default: the positions of
+        every assigned partition, i.e. everything polled so far) and wait. Raises
+        ``CommitFailedError`` when the generation is gone (the partitions may be someone
+        else's now), ``RebalanceInProgressError`` during a rebalance, ``KafkaError`` otherwise."""
+        group = self._require_group()
+        group.offsets.commit(self._commit_offsets(offsets),
+                             self._default_api_timeout_ms if timeout_ms is None else timeout_ms)
+
+    def commit_async(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
+                     callback: CommitCallback | None = None) -> None:
+        """Commit without waiting; ``callback(offsets, error_or_None)`` runs from a later poll
+        (or commit, or close), in the order commits were sent. Not retried."""
+        self._require_group().offsets.commit_async(self._commit_offsets(offsets), callback)
+
+    def committed(self, partitions: Iterable[TopicPartition], *,
+                  timeout_ms: float | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets (None where it has none)."""
+        return self._require_group().offsets.fetch(
+            [(str(t), int(p)) for t, p in partitions],
+            self._default_api_timeout_ms if timeout_ms is None else timeout_ms)
+
+    def group_metadata(self) -> dict:
+        """``group_id``, ``generation_id``, ``member_id``, ``group_instance_id``, ``state``."""
+        group = self._require_group()
+        generation = group.membership.generation
+        return {"group_id": group.membership.settings.group_id, "generation_id": generation.generation_id,
+                "member_id": generation.member_id,
+                "group_instance_id": group.membership.settings.group_instance_id,
+                "state": group.membership.state.value}
+
+    def _require_group(self) -> "_Group":
+        if self._group is None:
+            raise ValueError("this needs a group_id (group.id)")
+        return self._group
+
+    def _commit_offsets(self, offsets) -> dict[TopicPartition, OffsetAndMetadata]:
+        if offsets is None:
+            return {tp: OffsetAndMetadata(pos) for tp, pos in self._positions.items() if pos is not None}
+        out = {}
+        for (topic, partition), value in offsets.items():
+            om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
+            if om.offset < 0:
+                raise ValueError(f"a committed offset must be >= 0, got {om.offset} for {topic}-{partition}")
+            out[(str(topic), int(partition))] = om
+        return out
+
+    def _group_assign(self, tps: list[TopicPartition]) -> None:
+        """From the group protocol: the member's partitions now (positions kept for kept ones)."""
+        self._set_assignment(list(tps))
+
+    def _group_commit_owned(self, tps: list[TopicPartition]) -> None:
+        """From the group protocol, before revoking: auto-commit what was consumed of ``tps``."""
+        if self._group is not None and self._group.auto_commit:
+            offsets = {tp: OffsetAndMetadata(self._positions[tp]) for tp in tps
+                       if self._positions.get(tp) is not None}
+            self._group.commit_quietly(offsets)
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids from metadata (KafkaError if the topic does not exist)."""
@@ -166,11 +303,11 @@ class Consumer:
         self._reset(self._targets(partitions), LATEST_TIMESTAMP)
 
     def position(self, tp: TopicPartition) -> int:
-        """The offset of the next record a poll returns for ``tp`` (resolved by
-        ``auto_offset_reset`` if unset)."""
+        """The offset of the next record a poll returns for ``tp`` (resolved from the group's
+        committed offset, else ``auto_offset_reset``, if unset)."""
         self._require_assigned(tp)
         if self._positions[tp] is None:
-            self._reset_by_policy([tp])
+            self._init_positions([tp])
         return self._positions[tp]
 
     def highwater(self, tp: TopicPartition) -> int | None:
@@ -192,9 +329,17 @@ class Consumer:
         return {tp: answers[tp][0] for tp in tps}
 
     def close(self) -> None:
-        self._closed = True
-        self._fetcher.close()
-        self._cluster.close()
+        """Auto-commit (when on), revoke (listener) and leave the group (a static member does
+        not leave: it keeps its assignment for ``session.timeout.ms``), close connections."""
+        if self._closed:
+            return
+        try:
+            if self._group is not None:
+                self._group.close(self._subscribed)
+        finally:
+            self._closed = True
+            self._fetcher.close()
+            self._cluster.close()
 
     def __enter__(self) -> "Consumer":
         return self
@@ -226,12 +371,19 @@ class Consumer:
     def _poll(self, timeout_ms: float, take):
         assert not self._closed, "poll on a closed Consumer"
         deadline = self._clock.monotonic_ms() + max(timeout_ms, 0)
+        if self._group is not None:
+            self._group.polled()
         while True:
+            if self._subscribed and not self._group.ensure_active(deadline):
+                return None
             if not self._assignment:
+                if self._subscribed and self._clock.monotonic_ms() < deadline:
+                    self._clock.sleep_ms(min(self._config.retry_backoff_ms, deadline - self._clock.monotonic_ms()))
+                    continue
                 return None
             unset = [tp for tp in self._assignment if self._positions[tp] is None]
             if unset:
-                self._reset_by_policy(unset)
+                self._init_positions(unset)
             self._fetcher.send_fetches()  # prefetch before decoding: the broker works meanwhile
             self._handle_errors()
             out = take()
@@ -373,6 +525,18 @@ class Consumer:
 
         return code in _RETRY_CODES or code in REFRESH_CODES
 
+    def _init_positions(self, tps: list[TopicPartition]) -> None:
+        """Partitions without a position: the group's committed offset where there is one
+        (Java ``refreshCommittedOffsetsIfNeeded``), ``auto_offset_reset`` for the rest."""
+        if self._group is not None:
+            committed = self._group.offsets.fetch(tps, self._default_api_timeout_ms)
+            for tp, om in committed.items():
+                if om is not None:
+                    self._set_position(tp, om.offset)
+            tps = [tp for tp in tps if committed.get(tp) is None]
+        if tps:
+            self._reset_by_policy(tps)
+
     def _reset_by_policy(self, tps: list[TopicPartition]) -> None:
         if self._auto_offset_reset == "none":
             names = ", ".join(f"{t}-{p}" for t, p in tps)
@@ -446,3 +610,82 @@ def _arrow():
     import pyarrow
 
     return pyarrow
+
+
+class _Group:
+    """The consumer's group parts, wired together (see the module doc)."""
+
+    def __init__(self, consumer: Consumer, settings: GroupSettings, strategy, enable_auto_commit: bool,
+                 auto_commit_interval_ms: int) -> None:
+        from broker.client.assignors import assignor_names
+
+        if auto_commit_interval_ms <= 0:
+            raise ValueError(f"auto.commit.interval.ms must be positive, got {auto_commit_interval_ms}")
+        self._consumer = consumer
+        self._clock = consumer._clock
+        self.protocol = ConsumerGroupProtocol(consumer, consumer._cluster, assignor_names(strategy),
+                                              settings.group_instance_id)
+        self.membership = GroupMembership(consumer._cluster, self.protocol, settings)
+        self.protocol.membership = self.membership
+        self.offsets = GroupOffsets(self.membership, subscribed=lambda: consumer._subscribed)
+        self.auto_commit = enable_auto_commit
+        self._auto_commit_interval_ms = auto_commit_interval_ms
+        self._next_auto_commit_ms = self._clock.monotonic_ms() + auto_commit_interval_ms
+        self._next_metadata_check_ms = 0.0
+
+    def subscribe(self, topics: list[str], pattern, listener: RebalanceListener) -> None:
+        if self.protocol.set_subscription(topics, pattern, listener):
+            self.membership.request_rejoin("the subscription changed")
+        self._next_metadata_check_ms = self._clock.monotonic_ms() + self._consumer._config.metadata_max_age_ms
+
+    def polled(self) -> None:
+        """Once per poll call: poll timer, async commit callbacks, auto-commit, metadata check."""
+        self.membership.polled()
+        self.offsets.drain(block=False)
+        now = self._clock.monotonic_ms()
+        if self.auto_commit and now >= self._next_auto_commit_ms:
+            self._next_auto_commit_ms = now + self._auto_commit_interval_ms
+            if self.membership.state == MemberState.STABLE or not self._consumer._subscribed:
+                offsets = self._consumer._commit_offsets(None)
+                if offsets:
+                    self.offsets.commit_async(offsets, None)
+        if self._consumer._subscribed and now >= self._next_metadata_check_ms:
+            self._next_metadata_check_ms = now + self._consumer._config.metadata_max_age_ms
+            reason = self.protocol.metadata_changed()
+            if reason:
+                self.membership.request_rejoin(reason)
+
+    def ensure_active(self, deadline_ms: float) -> bool:
+        if not self.membership.rejoin_needed():
+            return True
+        return self.membership.ensure_active_group(deadline_ms)
+
+    def commit_quietly(self, offsets: dict) -> None:
+        """Auto-commit before a revoke or close: a failure is logged in the stats, not raised
+        (Java logs it too); the partitions are being given up either way."""
+        if not offsets:
+            return
+        try:
+            self.offsets.commit(offsets, self._consumer._default_api_timeout_ms)
+        except KafkaError as exc:
+            self.offsets.stats["auto_commit_failures"] = self.offsets.stats.get("auto_commit_failures", 0) + 1
+            self.offsets.stats["last_auto_commit_error"] = exc.name
+
+    def leave(self) -> None:
+        self.membership.close()
+        settings = self.membership.settings
+        self.membership = GroupMembership(self._consumer._cluster, self.protocol, settings)
+        self.protocol.membership = self.membership
+        self.offsets = GroupOffsets(self.membership, subscribed=lambda: self._consumer._subscribed)
+
+    def close(self, subscribed: bool) -> None:
+        try:
+            self.offsets.drain(block=True)
+        except KafkaError:
+            pass  # async commit callbacks already saw the error
+        if subscribed:
+            self.membership.close()  # on_leave_prepare commits (auto-commit) before revoking
+        else:
+            if self.auto_commit:
+                self.commit_quietly(self._consumer._commit_offsets(None))
+            self.membership.close()
