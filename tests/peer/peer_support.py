@@ -14,13 +14,16 @@ from broker.client.admin import AdminClient
 # every 500 ms (not 5 min) from the start (Kafka's log.initial.task.delay.ms is 30 s by default;
 # pylog has no such delay and ignores the key), so a test can move a log start offset with
 # retention.bytes. The log cleaner looks for work every 100 ms (Kafka's log.cleaner.backoff.ms is
-# 15 s), so a compacted topic is cleaned soon after its active segment rolls.
+# 15 s), so a compacted topic is cleaned soon after its active segment rolls. A group's first
+# rebalance completes at once (Kafka's group.initial.rebalance.delay.ms is 3 s by default, which
+# ApacheKafkaCluster already lowers to 0), so a group scenario waits for its members only.
 COMMON_BROKER_SETTINGS = {
     "auto.create.topics.enable": "false",
     "message.max.bytes": "1048588",
     "log.retention.check.interval.ms": "500",
     "log.initial.task.delay.ms": "0",
     "log.cleaner.backoff.ms": "100",
+    "group.initial.rebalance.delay.ms": "0",
 }
 _topic_numbers = itertools.count()
 
