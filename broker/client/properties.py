@@ -46,6 +46,15 @@ _CONSUMER_PROPERTIES = {
     "check.crcs": ("check_crcs", _flag),
     "request.timeout.ms": ("request_timeout_ms", int),
     "client.id": ("client_id", str),
+    "group.id": ("group_id", str),
+    "group.instance.id": ("group_instance_id", str),
+    "session.timeout.ms": ("session_timeout_ms", int),
+    "heartbeat.interval.ms": ("heartbeat_interval_ms", int),
+    "max.poll.interval.ms": ("max_poll_interval_ms", int),
+    "partition.assignment.strategy": ("partition_assignment_strategy", str),
+    "enable.auto.commit": ("enable_auto_commit", _flag),
+    "auto.commit.interval.ms": ("auto_commit_interval_ms", int),
+    "default.api.timeout.ms": ("default_api_timeout_ms", int),
 }
 
 

@@ -1,0 +1,257 @@
+"""pylog's own client in consumer groups (``Consumer.subscribe``), on Apache Kafka (the reference
+group coordinator) and on pylog: members split partitions and rebalance when one leaves, commits
+survive a restart with no loss and no replay beyond the last commit, cooperative-sticky moves only
+what must move (KIP-429), a static member's restart keeps its assignment without a rebalance
+(KIP-345), and a member that stops polling loses its generation (CommitFailedError, on_lost).
+
+Each member is polled by a thread of its own (a ``Consumer`` has one owner thread); the test
+thread only reads what the members observed. Every wait is on a condition with a deadline.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import pytest
+from peer_support import unique_topic
+
+from broker.client import Consumer, Producer
+from broker.client.group_state import CommitFailedError
+
+PARTITIONS = 6
+DEADLINE_S = 40.0
+SESSION_TIMEOUT_MS = 6_000  # Kafka's group.min.session.timeout.ms
+HEARTBEAT_INTERVAL_MS = 300
+COORDINATOR_PENDING = pytest.mark.xfail(strict=False, reason="group coordinator lands with issue 14")
+_numbers = itertools.count()
+
+
+@pytest.fixture(params=["kafka", pytest.param("pylog", marks=COORDINATOR_PENDING)])
+def peer(request, peers):
+    kafka, pylog = peers
+    return kafka if request.param == "kafka" else pylog
+
+
+def unique_group(prefix: str) -> str:
+    return f"client-{prefix}-{next(_numbers)}-{time.monotonic_ns() % 1_000_000}"
+
+
+def wait_until(condition, what: str, timeout_s: float = DEADLINE_S):
+    deadline = time.monotonic() + timeout_s
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s} s: {what}")
+        time.sleep(0.05)
+    return value
+
+
+def produce(peer, topic: str, per_partition: int, start: int = 0) -> None:
+    """Values ``p<partition>-<i>`` for i in [start, start + per_partition) to every partition."""
+    with Producer(peer.bootstrap, linger_ms=5) as producer:
+        for partition in range(PARTITIONS):
+            for i in range(start, start + per_partition):
+                producer.send(topic, b"p%d-%d" % (partition, i), partition=partition)
+        producer.flush()
+
+
+class Member:
+    """One pylog ``Consumer`` in a group, polled by its own thread until ``stop``."""
+
+    def __init__(self, peer, group: str, topics, **options) -> None:
+        options = {"auto_offset_reset": "earliest", "session_timeout_ms": SESSION_TIMEOUT_MS,
+                   "heartbeat_interval_ms": HEARTBEAT_INTERVAL_MS, **options}
+        self.consumer = Consumer(peer.bootstrap, group_id=group, **options)
+        self.records: list[tuple[int, int]] = []  # (partition, offset)
+        self.events: list[tuple[str, tuple]] = []
+        self.error: BaseException | None = None
+        self.commit_every_poll = False
+        self._stop = threading.Event()
+        self._paused = threading.Event()
+        self.consumer.subscribe(topics, on_assign=lambda tps: self.events.append(("assign", tuple(tps))),
+                                on_revoke=lambda tps: self.events.append(("revoke", tuple(tps))),
+                                on_lost=lambda tps: self.events.append(("lost", tuple(tps))))
+        self.assignment: tuple = ()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                if self._paused.is_set():
+                    time.sleep(0.02)
+                    continue
+                for record in self.consumer.poll(100):
+                    self.records.append((record.partition, record.offset))
+                if self.commit_every_poll and self.consumer.assignment():
+                    self.consumer.commit()
+                self.assignment = tuple(sorted(p for _, p in self.consumer.assignment()))
+        except BaseException as exc:  # surfaced by the test through ``error``
+            self.error = exc
+
+    def revoked(self) -> list[tuple]:
+        return [tps for kind, tps in self.events if kind == "revoke"]
+
+    def stop(self, close: bool = True) -> None:
+        self._stop.set()
+        self._thread.join(DEADLINE_S)
+        assert not self._thread.is_alive(), "a member's poll thread did not stop"
+        if close:
+            self.consumer.close()
+        assert self.error is None, f"member failed: {self.error!r}"
+
+
+def split_of(members: list[Member]) -> list[tuple] | None:
+    """Each member's partitions, once together they hold every partition exactly once."""
+    held = [m.assignment for m in members]
+    flat = sorted(p for h in held for p in h)
+    return sorted(held) if all(held) and flat == list(range(PARTITIONS)) else None
+
+
+def stop_all(members: list[Member]) -> None:
+    for member in members:
+        if member._thread.is_alive():
+            member.stop()
+
+
+def test_members_split_read_once_and_rebalance_when_one_leaves(peer):
+    """Three range members split 6 partitions two each, read every record exactly once; one
+    closes (LeaveGroup) and the other two take over its partitions, three each."""
+    topic, group = unique_topic("grp-split"), unique_group("split")
+    peer.create_topic(topic, partitions=PARTITIONS)
+    members = [Member(peer, group, [topic], partition_assignment_strategy="range") for _ in range(3)]
+    try:
+        split = wait_until(lambda: split_of(members), "a stable split over 3 members")
+        assert split == [(0, 1), (2, 3), (4, 5)]
+        produce(peer, topic, 20)
+        wait_until(lambda: sum(len(m.records) for m in members) >= PARTITIONS * 20, "every record read")
+        read = sorted(r for m in members for r in m.records)
+        assert read == [(p, o) for p in range(PARTITIONS) for o in range(20)]
+        for member in members:
+            member.commit_every_poll = True
+        leaver, stayers = members[0], members[1:]
+        leaver.stop()
+        assert wait_until(lambda: split_of(stayers), "two members hold every partition") == [(0, 1, 2), (3, 4, 5)]
+        produce(peer, topic, 10, start=20)
+        wait_until(lambda: sum(len(m.records) for m in members) >= PARTITIONS * 30, "the new records read")
+        read = sorted(r for m in members for r in m.records)
+        assert read == [(p, o) for p in range(PARTITIONS) for o in range(30)]  # none twice, none lost
+    finally:
+        stop_all(members)
+
+
+def test_commit_restart_resume_without_loss_or_replay(peer):
+    """A member commits what it processed (explicit offsets, auto-commit off), closes; a new
+    member of the group starts exactly at the committed offsets. Then auto-commit: close commits
+    the positions, and the next member reads only what came after."""
+    topic, group = unique_topic("grp-resume"), unique_group("resume")
+    peer.create_topic(topic, partitions=PARTITIONS)
+    produce(peer, topic, 10)
+    with Consumer(peer.bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+                  session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS) as first:
+        first.subscribe([topic])
+        seen: list = []
+        wait_until(lambda: seen.extend(first.poll(200)) or len(seen) >= PARTITIONS * 10, "first read")
+        first.commit({(topic, p): 4 for p in range(PARTITIONS)})  # processed 0..3 of each partition
+        assert {tp: om.offset for tp, om in first.committed([(topic, p) for p in range(PARTITIONS)]).items()} \
+            == {(topic, p): 4 for p in range(PARTITIONS)}
+    with Consumer(peer.bootstrap, group_id=group, auto_offset_reset="earliest",
+                  auto_commit_interval_ms=200, session_timeout_ms=SESSION_TIMEOUT_MS,
+                  heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS) as second:
+        second.subscribe([topic])
+        again: list = []
+        wait_until(lambda: again.extend(second.poll(200)) or len(again) >= PARTITIONS * 6, "resumed read")
+        assert sorted((r.partition, r.offset) for r in again) == [(p, o) for p in range(PARTITIONS) for o in range(4, 10)]
+        assert all(second.position((topic, p)) == 10 for p in range(PARTITIONS))
+    produce(peer, topic, 5, start=10)
+    with Consumer(peer.bootstrap, group_id=group, auto_offset_reset="earliest",
+                  session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS) as third:
+        third.subscribe([topic])
+        last: list = []
+        wait_until(lambda: last.extend(third.poll(200)) or len(last) >= PARTITIONS * 5, "read after restart")
+        assert sorted((r.partition, r.offset) for r in last) == [(p, o) for p in range(PARTITIONS) for o in range(10, 15)]
+
+
+def test_cooperative_sticky_moves_only_what_must_move(peer):
+    """A cooperative-sticky member owning all 6 partitions gives up exactly 3 when a second
+    member joins (never revoking everything), keeps the other 3 throughout, and the newcomer gets
+    the 3 after the follow-up rebalance (KIP-429)."""
+    topic, group = unique_topic("grp-coop"), unique_group("coop")
+    peer.create_topic(topic, partitions=PARTITIONS)
+    first = Member(peer, group, [topic], partition_assignment_strategy="cooperative-sticky")
+    members = [first]
+    try:
+        wait_until(lambda: first.assignment == tuple(range(PARTITIONS)), "the first member holds everything")
+        second = Member(peer, group, [topic], partition_assignment_strategy="cooperative-sticky")
+        members.append(second)
+        split = wait_until(lambda: split_of(members), "a split over 2 members")
+        assert [len(h) for h in split] == [3, 3]
+        kept = set(first.assignment)
+        revoked = first.revoked()
+        assert len(revoked) == 1 and len(revoked[0]) == 3, first.events
+        assert kept.isdisjoint(p for _, p in revoked[0])
+        assert all(kind != "lost" for kind, _ in first.events)
+        assigned_to_first = [tps for kind, tps in first.events if kind == "assign"]
+        assert assigned_to_first[0] == tuple((topic, p) for p in range(PARTITIONS))
+        assert all(tps == () for tps in assigned_to_first[1:])  # nothing new, nothing re-assigned
+    finally:
+        stop_all(members)
+
+
+def test_static_member_restart_keeps_its_assignment_without_rebalance(peer):
+    """Two static members (group.instance.id); one closes (no LeaveGroup) and a new consumer
+    with the same instance id takes its place within session.timeout.ms: it gets the same
+    partitions, and the other member sees no revocation and no new generation."""
+    topic, group = unique_topic("grp-static"), unique_group("static")
+    peer.create_topic(topic, partitions=PARTITIONS)
+    options = {"partition_assignment_strategy": "range", "session_timeout_ms": 20_000}
+    a = Member(peer, group, [topic], group_instance_id="instance-a", **options)
+    b = Member(peer, group, [topic], group_instance_id="instance-b", **options)
+    members = [a, b]
+    try:
+        assert wait_until(lambda: split_of(members), "a stable split") == [(0, 1, 2), (3, 4, 5)]
+        assert a.assignment == (0, 1, 2)  # static members are ordered by instance id
+        generation = a.consumer.group_metadata()["generation_id"]
+        events_before = list(a.events)
+        b.stop()
+        b2 = Member(peer, group, [topic], group_instance_id="instance-b", **options)
+        members = [a, b2]
+        wait_until(lambda: b2.assignment == (3, 4, 5), "the restarted static member's partitions")
+        time.sleep(0)  # (no fixed wait: the checks below hold at any later moment too)
+        assert a.events == events_before
+        assert a.assignment == (0, 1, 2)
+        assert a.consumer.group_metadata()["generation_id"] == generation
+        assert b2.consumer.group_metadata()["generation_id"] == generation
+    finally:
+        stop_all(members)
+
+
+def test_a_member_that_stops_polling_loses_its_generation(peer):
+    """max.poll.interval.ms: a member that does not poll in time leaves the group; its commit
+    then raises CommitFailedError, its partitions are reported lost, and the other member gets
+    all of them. Its next poll rejoins."""
+    topic, group = unique_topic("grp-slow"), unique_group("slow")
+    peer.create_topic(topic, partitions=PARTITIONS)
+    slow = Consumer(peer.bootstrap, group_id=group, auto_offset_reset="earliest", max_poll_interval_ms=1_500,
+                    session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+                    partition_assignment_strategy="range", enable_auto_commit=False)
+    lost: list = []
+    slow.subscribe([topic], on_lost=lost.append)
+    other = None
+    try:
+        wait_until(lambda: slow.poll(100) is not None and len(slow.assignment()) == PARTITIONS, "slow joined")
+        other = Member(peer, group, [topic], partition_assignment_strategy="range")
+        wait_until(lambda: (slow.poll(100) is not None and len(slow.assignment()) == 3
+                            and len(other.assignment) == 3), "a split over 2 members")
+        # the slow member stops polling; its heartbeat thread leaves after max.poll.interval.ms
+        wait_until(lambda: other.assignment == tuple(range(PARTITIONS)), "the other member holds everything")
+        with pytest.raises(CommitFailedError):
+            slow.commit({(topic, p): 0 for p, in [(0,)]})
+        slow.poll(100)  # rejoins: first its partitions are lost (not revoked)
+        assert lost and len(lost[0]) == 3
+        wait_until(lambda: slow.poll(100) is not None and len(slow.assignment()) == 3, "slow rejoined")
+    finally:
+        if other is not None:
+            other.stop()
+        slow.close()
