@@ -281,3 +281,27 @@ def test_slow_reader_pauses_the_connection_not_the_broker():
         return other, all(g == big for g in got), len(got)
 
     assert run_with(BigHandler(), NetworkLimits(inflight_requests_max=4), scenario) == (b"other", True, 20)
+
+
+def test_client_host_is_the_peers_address_inside_a_request_and_empty_outside():
+    from broker.server.network import client_host
+
+    class HostHandler:
+        async def handle(self, frame: bytes) -> bytes:
+            await asyncio.sleep(0)  # still the connection's context after a suspension
+            return client_host().encode()
+
+    async def main():
+        server = KafkaServer(HostHandler(), "127.0.0.1", 0, NetworkLimits())
+        await server.start()
+        try:
+            reader, writer = await connect(server)
+            writer.write(frame(b"a") + frame(b"b"))
+            got = [await read_frame(reader) for _ in range(2)]
+            writer.close()
+            return got
+        finally:
+            await server.close()
+
+    assert asyncio.run(asyncio.wait_for(main(), 10)) == [b"127.0.0.1"] * 2
+    assert client_host() == ""

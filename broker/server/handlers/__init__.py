@@ -11,20 +11,30 @@ from broker.server.handlers import (
     api_versions,
     controlled_shutdown,
     create_topics,
+    delete_groups,
     delete_topics,
     describe_cluster,
     describe_configs,
+    describe_groups,
     describe_topic_partitions,
     fetch,
     find_coordinator,
+    heartbeat,
     init_producer_id,
+    join_group,
     leader_and_isr,
+    leave_group,
+    list_groups,
     list_offsets,
     list_partition_reassignments,
     metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
     offset_for_leader_epoch,
     produce,
     stop_replica,
+    sync_group,
     update_metadata,
 )
 from broker.wire import SUPPORTED_API_VERSIONS
@@ -37,6 +47,9 @@ _MODULES: tuple[ModuleType, ...] = (
     find_coordinator, init_producer_id, leader_and_isr, list_offsets,
     list_partition_reassignments, metadata,
     offset_for_leader_epoch, produce, stop_replica, update_metadata,
+    # the classic group protocol (group_common.forward to the group coordinator)
+    delete_groups, describe_groups, heartbeat, join_group, leave_group, list_groups,
+    offset_commit, offset_delete, offset_fetch, sync_group,
 )
 
 HANDLERS: MappingProxyType[int, ModuleType] = MappingProxyType(

@@ -4,10 +4,10 @@
 *offers* (the reference's "Full profile" column, plus the inter-broker APIs of ZooKeeper mode:
 LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown). They differ on purpose: Produce v0-2 parse but
 are answered with UNSUPPORTED_VERSION; Fetch/ListOffsets/OffsetForLeaderEpoch parse older
-versions than are offered; the classic group APIs (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-OffsetCommit, OffsetFetch, OffsetDelete, ListGroups, DescribeGroups, DeleteGroups) parse but are
-not offered until their handlers exist (the dispatcher closes the connection, as for an unknown
-key). Kafka 4.0 keeps advertising Produce from v0 because librdkafka
+versions than are offered (OffsetCommit v0-1 and OffsetFetch v0 too: Kafka 4 removed them,
+KIP-896); the classic group APIs are offered at the versions Apache Kafka 4.1 serves for classic
+groups, except OffsetCommit/OffsetFetch v10 and DescribeGroups v6, which the codec does not
+parse yet. Kafka 4.0 keeps advertising Produce from v0 because librdkafka
 < 2.11.1 turned compression off otherwise (reference pitfall 8.1).
 """
 
@@ -187,6 +187,17 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    # The classic group protocol (broker/server/group_coordinator.py).
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 5),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.OFFSET_DELETE: (0, 0),
 })
 
 assert {int(key) for key in ApiKey} == set(API_SPECS), "ApiKey and API_SPECS disagree"
