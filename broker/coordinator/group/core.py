@@ -38,40 +38,25 @@ partition is neither loaded nor loading answers NOT_COORDINATOR.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable
+import itertools
+from typing import Iterable
+
+from broker.coordinator.group import admin, join, offsets, rebalance, sync
+from broker.coordinator.group import responses as rsp
+from broker.coordinator.group.effects import Append, Effect, GroupSettings, Reply
+from broker.coordinator.group.shard import Shard
+from broker.wire.apis.delete_groups import DeleteGroupsResponse
+from broker.wire.apis.describe_groups import DescribeGroupsResponse
+from broker.wire.apis.list_groups import ListGroupsResponse
+from broker.wire.apis.offset_delete import OffsetDeleteResponse
+from broker.wire.apis.offset_fetch import OffsetFetchResponse
 
 __all__ = ["GroupSettings", "Reply", "Append", "Effect", "GroupCoordinatorCore", "partition_for"]
 
-
-@dataclass(frozen=True)
-class GroupSettings:
-    """Kafka's broker configs for groups, with Kafka's defaults."""
-
-    num_partitions: int = 50                         # offsets.topic.num.partitions
-    initial_rebalance_delay_ms: int = 3_000          # group.initial.rebalance.delay.ms
-    min_session_timeout_ms: int = 6_000              # group.min.session.timeout.ms
-    max_session_timeout_ms: int = 1_800_000          # group.max.session.timeout.ms
-    max_size: int = 2**31 - 1                        # group.max.size
-    offset_metadata_max_bytes: int = 4_096           # offset.metadata.max.bytes
-    offsets_retention_ms: int = 7 * 24 * 3_600_000   # offsets.retention.minutes
-    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
-
-
-@dataclass(frozen=True)
-class Reply:
-    token: Any
-    response: Any
-
-
-@dataclass(frozen=True)
-class Append:
-    write_id: int
-    partition: int
-    records: list  # list[tuple[bytes, bytes | None]]
-
-
-Effect = Reply | Append
+COORDINATOR_LOAD_IN_PROGRESS = 14
+NOT_COORDINATOR = 16
+INVALID_GROUP_ID = 24
+NOT_LEADER_OR_FOLLOWER = 6
 
 
 def partition_for(group_id: str, num_partitions: int) -> int:
@@ -84,30 +69,221 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     return (h & 0x7FFFFFFF) % num_partitions
 
 
+# The APIs bound to one group: key -> (handler, error response builder for routing errors).
+def _commit_error(version, request, code):
+    return offsets._commit_response(request, None, code)
+
+
+_GROUP_APIS = {
+    rsp.JOIN_GROUP: (None, lambda v, r, c: rsp.join_error(v, c, r.member_id)),
+    rsp.SYNC_GROUP: (sync.handle_sync, lambda v, r, c: rsp.sync_response(c)),
+    rsp.HEARTBEAT: (sync.handle_heartbeat, lambda v, r, c: rsp.heartbeat_response(c)),
+    rsp.LEAVE_GROUP: (sync.handle_leave, lambda v, r, c: rsp.leave_response(v, c, [])),
+    rsp.OFFSET_COMMIT: (offsets.handle_commit, _commit_error),
+    rsp.OFFSET_DELETE: (offsets.handle_offset_delete, lambda v, r, c: OffsetDeleteResponse(error_code=c)),
+}
+
+
 class GroupCoordinatorCore:
     def __init__(self, settings: GroupSettings, rng) -> None:
         self.settings = settings
         self._rng = rng  # random.Random: member ids (clientId-UUID)
+        self._shards: dict[int, Shard] = {}
+        self._loading: set[int] = set()
+        self._write_ids = itertools.count(1)
+        self._now_ms = 0
 
+    # -- requests -----------------------------------------------------------------------------
     def handle(self, token, api_key: int, api_version: int, request, client_id: str,
                client_host: str, now_ms: int) -> list[Effect]:
-        raise NotImplementedError
+        self._now_ms = max(self._now_ms, now_ms)
+        if api_key in _GROUP_APIS:
+            return self._handle_group_api(token, api_key, api_version, request, client_id,
+                                          client_host, now_ms)
+        if api_key == rsp.OFFSET_FETCH:
+            return [Reply(token, self._offset_fetch(api_version, request))]
+        if api_key == rsp.LIST_GROUPS:
+            return [Reply(token, self._list_groups(api_version, request))]
+        if api_key == rsp.DESCRIBE_GROUPS:
+            return [Reply(token, DescribeGroupsResponse(groups=[
+                self._describe(group_id) for group_id in request.groups]))]
+        if api_key == rsp.DELETE_GROUPS:
+            return self._delete_groups(token, request)
+        raise AssertionError(f"api key {api_key} is not a group coordinator API")
 
+    def _route(self, group_id: str) -> tuple[Shard | None, int]:
+        """(shard, 0) or (None, COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR)."""
+        partition = partition_for(group_id, self.settings.num_partitions)
+        if partition in self._loading:
+            return None, COORDINATOR_LOAD_IN_PROGRESS
+        shard = self._shards.get(partition)
+        return (shard, 0) if shard is not None else (None, NOT_COORDINATOR)
+
+    def _handle_group_api(self, token, api_key, version, request, client_id, client_host, now_ms):
+        handler, error_response = _GROUP_APIS[api_key]
+        if not request.group_id:
+            return [Reply(token, error_response(version, request, INVALID_GROUP_ID))]
+        shard, code = self._route(request.group_id)
+        if shard is None:
+            return [Reply(token, error_response(version, request, code))]
+        if api_key == rsp.JOIN_GROUP:
+            return join.handle_join(shard, token, version, request, client_id, client_host, now_ms)
+        return handler(shard, token, version, request, now_ms)
+
+    def _offset_fetch(self, version: int, request):
+        if version >= 8:
+            return OffsetFetchResponse(groups=[self._fetch_group_v8(g) for g in request.groups])
+        topics = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
+        code, rows = self._fetch(request.group_id, topics)
+        topic_cls = OffsetFetchResponse.OffsetFetchResponseTopic
+        part_cls = OffsetFetchResponse.OffsetFetchResponsePartition
+        if code and version >= 2:
+            return OffsetFetchResponse(error_code=code, topics=[])
+        if code:  # v0-1 have no top-level error: every partition carries it
+            rows = [(name, [(p, -1, -1, "") for p in parts]) for name, parts in topics or []]
+        return OffsetFetchResponse(error_code=code, topics=[
+            topic_cls(name=name, partitions=[
+                part_cls(partition_index=p, committed_offset=o, committed_leader_epoch=e,
+                         metadata=m, error_code=code) for p, o, e, m in parts])
+            for name, parts in rows])
+
+    def _fetch_group_v8(self, group):
+        topics = None if group.topics is None else [(t.name, t.partition_indexes) for t in group.topics]
+        code, rows = self._fetch(group.group_id, topics)
+        topics_cls = OffsetFetchResponse.OffsetFetchResponseTopics
+        parts_cls = OffsetFetchResponse.OffsetFetchResponsePartitions
+        return OffsetFetchResponse.OffsetFetchResponseGroup(group_id=group.group_id, error_code=code, topics=[
+            topics_cls(name=name, partitions=[
+                parts_cls(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m)
+                for p, o, e, m in parts])
+            for name, parts in rows])
+
+    def _fetch(self, group_id: str, topics) -> tuple[int, list]:
+        if not group_id:
+            return INVALID_GROUP_ID, []
+        shard, code = self._route(group_id)
+        if shard is None:
+            return code, []
+        return 0, offsets.fetch_group_offsets(shard, group_id, topics)
+
+    def _list_groups(self, version: int, request):
+        states = list(request.states_filter or []) if version >= 4 else []
+        types = list(request.types_filter or []) if version >= 5 else []
+        groups = []
+        for partition in sorted(self._shards):
+            groups += admin.listed_groups(self._shards[partition], states, types)
+        code = COORDINATOR_LOAD_IN_PROGRESS if self._loading else 0
+        return ListGroupsResponse(error_code=code, groups=groups)
+
+    def _describe(self, group_id: str):
+        if not group_id:
+            return admin.describe_group(None, group_id)
+        shard, code = self._route(group_id)
+        if shard is None:
+            return DescribeGroupsResponse.DescribedGroup(error_code=code, group_id=group_id)
+        return admin.describe_group(shard, group_id)
+
+    def _delete_groups(self, token, request) -> list:
+        names = list(request.groups_names)
+        results: dict[int, int] = {}
+
+        def reporter(index: int):
+            def report(code: int) -> list:
+                assert index not in results, "a group's deletion reported twice"
+                results[index] = code
+                if len(results) < len(names):
+                    return []
+                cls = DeleteGroupsResponse.DeletableGroupResult
+                return [Reply(token, DeleteGroupsResponse(results=[
+                    cls(group_id=name, error_code=results[i]) for i, name in enumerate(names)]))]
+            return report
+
+        if not names:
+            return [Reply(token, DeleteGroupsResponse(results=[]))]
+        effects: list = []
+        for index, name in enumerate(names):
+            report = reporter(index)
+            if not name:
+                effects += report(INVALID_GROUP_ID)
+                continue
+            shard, code = self._route(name)
+            effects += report(code) if shard is None else admin.delete_group(shard, name, report)
+        return effects
+
+    # -- partitions ---------------------------------------------------------------------------
     def begin_load(self, partition: int) -> None:
-        raise NotImplementedError
+        assert partition not in self._shards, f"partition {partition} is loaded already"
+        self._loading.add(partition)
 
     def load_partition(self, partition: int, records: Iterable[tuple[bytes, bytes | None]],
                        now_ms: int) -> list[Effect]:
-        raise NotImplementedError
+        self._now_ms = max(self._now_ms, now_ms)
+        effects = self.unload_partition(partition) if partition in self._shards else []
+        self._loading.discard(partition)
+        shard = Shard(partition, self.settings, self._rng, lambda: next(self._write_ids), now_ms)
+        shard.load(records, now_ms)
+        self._shards[partition] = shard
+        for group in shard.groups.values():
+            if len(group.members) > self.settings.max_size:
+                effects += rebalance.prepare_rebalance(shard, group, now_ms)  # group.max.size lowered
+        return effects
 
     def unload_partition(self, partition: int) -> list[Effect]:
-        raise NotImplementedError
+        """Drop the partition's groups. Parked JoinGroup/SyncGroup and requests waiting for an
+        append are answered NOT_COORDINATOR; Appends produced while winding down are dropped."""
+        self._loading.discard(partition)
+        shard = self._shards.pop(partition, None)
+        if shard is None:
+            return []
+        effects: list = []
+        for group in shard.groups.values():
+            for member in group.members.values():
+                effects += rebalance.answer_waiters(member, NOT_COORDINATOR)
+        for write_id in sorted(shard.writes):
+            on_done = shard.writes.pop(write_id)
+            effects += [e for e in on_done(NOT_LEADER_OR_FOLLOWER, self._now_ms) if isinstance(e, Reply)]
+        return effects
 
     def write_done(self, write_id: int, error_code: int, now_ms: int) -> list[Effect]:
-        raise NotImplementedError
+        self._now_ms = max(self._now_ms, now_ms)
+        for shard in self._shards.values():
+            if write_id in shard.writes:
+                return shard.write_done(write_id, error_code, now_ms)
+        return []  # the partition was unloaded: forgotten
 
+    # -- timers -------------------------------------------------------------------------------
     def tick(self, now_ms: int) -> list[Effect]:
-        raise NotImplementedError
+        self._now_ms = max(self._now_ms, now_ms)
+        effects: list = []
+        for shard in list(self._shards.values()):
+            # Timers firing may set new deadlines that are already due (a zero initial delay):
+            # run until nothing is due. Each round either completes something or clears a flag
+            # (new_member_added), so this ends.
+            due = shard.pop_due(now_ms)
+            while due:
+                for group_id in due:
+                    group = shard.groups.get(group_id)
+                    if group is not None:
+                        effects += rebalance.on_timers(shard, group, now_ms)
+                due = shard.pop_due(now_ms)
+            if shard.next_retention_ms <= now_ms:
+                shard.next_retention_ms = now_ms + self.settings.offsets_retention_check_interval_ms
+                effects += offsets.expire_offsets(shard, now_ms)
+        return effects
 
     def next_deadline(self) -> int | None:
-        raise NotImplementedError
+        return min((shard.next_deadline() for shard in self._shards.values()), default=None)
+
+    # -- additions beyond the fixed contract (for metrics and tests) --------------------------
+    def owned_partitions(self) -> list[int]:
+        return sorted(self._shards)
+
+    def groups(self, partition: int | None = None) -> list:
+        """The live ``ClassicGroup`` objects (of one partition, or all loaded ones)."""
+        shards = self._shards.values() if partition is None else [self._shards[partition]]
+        return [g for shard in shards for g in shard.groups.values()]
+
+    def committed_offsets(self, group_id: str) -> dict:
+        """{(topic, partition): OffsetAndMetadata} from the cache of the group's partition."""
+        shard = self._shards.get(partition_for(group_id, self.settings.num_partitions))
+        return dict(shard.offsets.get(group_id, {})) if shard is not None else {}

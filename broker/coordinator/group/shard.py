@@ -1,0 +1,165 @@
+"""``Shard``: the groups and committed offsets of one ``__consumer_offsets`` partition.
+
+A shard exists while this broker leads the partition (Kafka's ``GroupCoordinatorShard``). It
+owns three things besides the groups:
+
+* **Pending writes** — ``write_id -> on_done(error_code, now_ms) -> effects``. The offsets cache
+  and group deletions change only in ``on_done`` with error 0, and write completions arrive in
+  append order, so the cache is always the replay of the successfully written records, in log
+  order. Dropping the shard (unload) drops the pending writes: their completions are ignored.
+* **Timers** — a heap of ``(deadline_ms, seq, group_id)``; entries go stale when a deadline
+  moves, and ``tick`` simply re-examines the group (a stale entry costs one look, never a wrong
+  action, because the group's own deadline fields are the truth).
+* **Pending commit keys** — offsets with an append in flight, which retention must not expire.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+from broker.coordinator.group.effects import Append
+from broker.coordinator.group.group import ClassicGroup
+from broker.coordinator.group.records import (
+    GroupMetadataKey, OffsetCommitKey, RecordFormatError, decode_group_metadata_value, decode_key,
+    decode_offset_commit_value,
+)
+
+__all__ = ["Shard", "OffsetAndMetadata", "map_append_error"]
+
+
+@dataclass(frozen=True)
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+    expire_timestamp_ms: int | None = None
+
+
+# Kafka's appendGroupMetadataErrorToResponseError / CoordinatorOperationExceptionHelper: what a
+# client is told when the coordinator's own append fails.
+_APPEND_ERRORS = {
+    3: 15,    # UNKNOWN_TOPIC_OR_PARTITION -> COORDINATOR_NOT_AVAILABLE
+    19: 15,   # NOT_ENOUGH_REPLICAS -> COORDINATOR_NOT_AVAILABLE
+    20: 15,   # NOT_ENOUGH_REPLICAS_AFTER_APPEND -> COORDINATOR_NOT_AVAILABLE (Kafka 2.x's mapping)
+    7: 15,    # REQUEST_TIMED_OUT -> COORDINATOR_NOT_AVAILABLE
+    6: 16,    # NOT_LEADER_OR_FOLLOWER -> NOT_COORDINATOR
+    56: 16,   # KAFKA_STORAGE_ERROR -> NOT_COORDINATOR
+    10: -1,   # MESSAGE_TOO_LARGE -> UNKNOWN_SERVER_ERROR
+    18: -1,   # RECORD_LIST_TOO_LARGE -> UNKNOWN_SERVER_ERROR
+    4: -1,    # INVALID_FETCH_SIZE -> UNKNOWN_SERVER_ERROR
+    13: 14,   # NETWORK_EXCEPTION -> COORDINATOR_LOAD_IN_PROGRESS
+}
+
+
+def map_append_error(error_code: int) -> int:
+    return _APPEND_ERRORS.get(error_code, error_code)
+
+
+class Shard:
+    def __init__(self, partition: int, settings, rng, new_write_id: Callable[[], int],
+                 now_ms: int) -> None:
+        self.partition = partition
+        self.settings = settings
+        self.rng = rng
+        self._new_write_id = new_write_id
+        self.groups: dict[str, ClassicGroup] = {}
+        self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        self.writes: dict[int, Callable[[int, int], list]] = {}
+        self.pending_commit_keys: Counter = Counter()  # (group, topic, partition) -> appends
+        self._timers: list = []
+        self._timer_seq = 0
+        self.skipped_records = 0  # records of the partition that did not decode (see load)
+        self.next_retention_ms = now_ms + settings.offsets_retention_check_interval_ms
+
+    # -- writes -------------------------------------------------------------------------------
+    def append(self, records: list, on_done: Callable[[int, int], list]):
+        write_id = self._new_write_id()
+        self.writes[write_id] = on_done
+        return Append(write_id, self.partition, records)
+
+    def write_done(self, write_id: int, error_code: int, now_ms: int) -> list:
+        on_done = self.writes.pop(write_id, None)
+        return [] if on_done is None else on_done(error_code, now_ms)
+
+    # -- timers -------------------------------------------------------------------------------
+    def schedule(self, group_id: str, deadline_ms: int | None) -> None:
+        if deadline_ms is not None:
+            self._timer_seq += 1
+            heapq.heappush(self._timers, (deadline_ms, self._timer_seq, group_id))
+
+    def pop_due(self, now_ms: int) -> list[str]:
+        due: list[str] = []
+        while self._timers and self._timers[0][0] <= now_ms:
+            group_id = heapq.heappop(self._timers)[2]
+            if group_id not in due:
+                due.append(group_id)
+        return due
+
+    def next_deadline(self) -> int:
+        timers = self._timers[0][0] if self._timers else self.next_retention_ms
+        return min(timers, self.next_retention_ms)
+
+    # -- offsets cache ------------------------------------------------------------------------
+    def put_offset(self, group_id: str, topic: str, partition: int,
+                   value: OffsetAndMetadata | None) -> None:
+        """Replay one offset record (None: tombstone)."""
+        offsets = self.offsets.get(group_id)
+        if value is None:
+            if offsets is not None:
+                offsets.pop((topic, partition), None)
+                if not offsets:
+                    del self.offsets[group_id]
+            return
+        if offsets is None:
+            offsets = self.offsets[group_id] = {}
+        offsets[(topic, partition)] = value
+
+    def has_offsets(self, group_id: str) -> bool:
+        return bool(self.offsets.get(group_id))
+
+    def get_or_create_group(self, group_id: str, now_ms: int) -> ClassicGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ClassicGroup(group_id, now_ms)
+        return group
+
+    # -- loading ------------------------------------------------------------------------------
+    def load(self, records, now_ms: int) -> None:
+        """Replay the partition: the last record per key wins, a tombstone deletes. Then every
+        group record becomes a group (Stable with its members, or Empty) whose members' sessions
+        start now; offsets of a group without a record make a simple (Empty) group."""
+        from broker.coordinator.group import loading
+        group_values: dict[str, object] = {}
+        for key_bytes, value_bytes in records:
+            try:
+                key = decode_key(key_bytes)
+                if isinstance(key, OffsetCommitKey):
+                    value = None if value_bytes is None else decode_offset_commit_value(value_bytes)
+                    self.put_offset(key.group, key.topic, key.partition,
+                                    None if value is None else _offset_from_value(value))
+                elif isinstance(key, GroupMetadataKey):
+                    group_values[key.group] = (
+                        None if value_bytes is None else decode_group_metadata_value(value_bytes))
+            except RecordFormatError:
+                # Kafka's loader fails the whole load on a bad record; one bad record must not
+                # keep every group of the partition unavailable, so it is skipped and counted.
+                self.skipped_records += 1
+        for group_id, value in group_values.items():
+            if value is not None:
+                group = loading.group_from_record(group_id, value, self.settings, now_ms)
+                self.groups[group_id] = group
+                for member in group.members.values():
+                    self.schedule(group_id, member.heartbeat_deadline_ms)
+        for group_id in self.offsets:
+            self.get_or_create_group(group_id, now_ms)
+
+
+def _offset_from_value(value) -> OffsetAndMetadata:
+    return OffsetAndMetadata(
+        offset=value.offset, leader_epoch=value.leader_epoch, metadata=value.metadata,
+        commit_timestamp_ms=value.commit_timestamp,
+        expire_timestamp_ms=value.expire_timestamp if value.expire_timestamp >= 0 else None)
