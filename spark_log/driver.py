@@ -103,8 +103,8 @@ def _commit_hint(exc: Exception) -> str:
     """Simple commits (no member id) are refused while the group has members: the id belongs to
     a consumer group that uses subscribe()."""
     if isinstance(exc, KafkaError) and exc.code in _MEMBER_ERRORS:
-        return ("The group has active members (consumers that subscribe() with this group id), and "
-                "a Spark query may only commit to a group of its own: give it another 'kafka.group.id'. ")
+        return ("A Spark query commits as a group of its own, never as a member of a consumer group "
+                "that uses subscribe(): give it another 'kafka.group.id'. ")
     return ""
 
 
