@@ -1,74 +1,77 @@
-"""``GroupAdmin`` and ``KafkaOffsetStore``: the pure parts (request bodies, decoding of members,
-input checks that run before any I/O). The cluster side runs in tests/peer/test_peer_groups_tool.py."""
+"""ListGroups / DescribeGroups / DeleteGroups of the pure group coordinator."""
 
-from __future__ import annotations
-
-import pytest
-
-from broker.client.group_admin import _description, _offset_fetch_body, _simple_commit_body, _state_name
-from broker.client.metadata import BrokerInfo
-from broker.client.offset_store import KafkaOffsetStore, OffsetStoreError
-from broker.wire import ApiKey, ErrorCode, consumer_protocol, spec_for
-from broker.wire.apis import API_SPECS
+from broker.coordinator.group.records import GroupMetadataKey, OffsetCommitKey, decode_key
+from broker.wire.apis.delete_groups import DeleteGroupsRequest
+from broker.wire.apis.describe_groups import DescribeGroupsRequest
+from broker.wire.apis.list_groups import ListGroupsRequest
+from group_helpers import DELETE, DESCRIBE, GROUP, LIST, Harness
+from test_group_membership import _partition, form_group
 
 
-def test_simple_commit_is_generation_minus_one_without_member():
-    body = _simple_commit_body("g", [{"name": "t", "partitions": []}])
-    assert body["generation_id_or_member_epoch"] == -1 and body["member_id"] == "" and body["group_instance_id"] is None
-    API_SPECS[ApiKey.OFFSET_COMMIT].request_class.from_dict(body)  # every key is a field of the spec
+def listed(h, version=4, states=(), types=()):
+    r = h.answer(h.request(LIST, version, ListGroupsRequest(states_filter=list(states), types_filter=list(types))))
+    return r.error_code, sorted((g.group_id, g.protocol_type, g.group_state) for g in r.groups)
 
 
-@pytest.mark.parametrize("version", [2, 7, 8, 9])
-def test_offset_fetch_bodies(version):
-    body = _offset_fetch_body("g", [("t", 1), ("t", 0), ("u", 2)], version)
-    spec_for(ApiKey.OFFSET_FETCH).request_class.from_dict(body)
-    topics = body["groups"][0]["topics"] if version >= 8 else body["topics"]
-    assert topics == [{"name": "t", "partition_indexes": [1, 0]}, {"name": "u", "partition_indexes": [2]}]
-    every = _offset_fetch_body("g", None, version)
-    assert (every["groups"][0]["topics"] if version >= 8 else every["topics"]) is None  # null: all topics
+def test_list_groups_with_state_filter():
+    h = Harness()
+    form_group(h)
+    h.commit({("t", 0): 1}, group_id="simple")
+    assert listed(h) == (0, [(GROUP, "consumer", "Stable"), ("simple", "", "Empty")])
+    assert listed(h, states=["stable"]) == (0, [(GROUP, "consumer", "Stable")])
+    assert listed(h, states=["Empty", "Dead"]) == (0, [("simple", "", "Empty")])
+    assert listed(h, version=5, types=["consumer"]) == (0, [])
+    assert listed(h, version=5, types=["Classic"])[1] != []
 
 
-def test_state_names_any_case():
-    assert _state_name("stable") == "Stable" and _state_name("PREPARINGREBALANCE") == "PreparingRebalance"
-    with pytest.raises(ValueError, match="unknown group state"):
-        _state_name("running")
+def test_list_groups_while_loading_reports_load_in_progress():
+    h = Harness(load_all=False)
+    h.core.begin_load(1)
+    assert listed(h)[0] == 14
 
 
-def described(protocol_type, metadata, assignment, error_code=ErrorCode.NONE, state="Stable"):
-    response = spec_for(ApiKey.DESCRIBE_GROUPS).response_class.from_dict({"groups": [{
-        "error_code": error_code, "group_id": "g", "group_state": state, "protocol_type": protocol_type,
-        "protocol_data": "range", "members": [{"member_id": "m-1", "client_id": "m", "client_host": "/h",
-                                               "member_metadata": metadata, "member_assignment": assignment}]}]})
-    return _description(response.groups[0], BrokerInfo(1, "h", 9092))
+def test_describe_stable_group_shows_members_assignment_and_protocol():
+    h = Harness()
+    ids = form_group(h)
+    r = h.answer(h.request(DESCRIBE, 4, DescribeGroupsRequest(groups=[GROUP, "nobody"])))
+    g, missing = r.groups
+    assert (g.error_code, g.group_state, g.protocol_type, g.protocol_data) == (0, "Stable", "consumer", "range")
+    assert [(m.member_id, m.client_id, m.client_host, bytes(m.member_assignment)) for m in g.members] == [
+        (ids[0], "c0", "/127.0.0.1", b"a0"), (ids[1], "c1", "/127.0.0.1", b"a1")]
+    assert (missing.error_code, missing.group_state, missing.members) == (0, "Dead", [])
 
 
-def test_consumer_members_are_decoded():
-    metadata = consumer_protocol.encode_subscription({"topics": ["b", "a"]}, version=1)
-    assignment = consumer_protocol.encode_assignment(
-        {"assigned_partitions": [{"topic": "b", "partitions": [2, 0]}, {"topic": "a", "partitions": [1]}]})
-    d = described("consumer", metadata, assignment)
-    m = d.members[0]
-    assert (m.topics, m.assignment) == (("a", "b"), (("a", 1), ("b", 0), ("b", 2)))
-    assert d.is_active and d.protocol == "range"
+def test_describe_rebalancing_group_hides_metadata():
+    h = Harness()
+    ids = form_group(h)
+    h.join(member_id=ids[0])
+    g = h.answer(h.request(DESCRIBE, 4, DescribeGroupsRequest(groups=[GROUP]))).groups[0]
+    assert g.group_state == "PreparingRebalance" and g.protocol_data == ""
+    assert all(bytes(m.member_metadata) == b"" and bytes(m.member_assignment) == b"" for m in g.members)
 
 
-def test_undecodable_or_foreign_members_keep_their_bytes():
-    broken = described("consumer", b"\x00", b"\x00\x00\xff")
-    assert (broken.members[0].topics, broken.members[0].assignment) == ((), ())
-    connect = described("connect", b"opaque", b"bytes")
-    assert connect.members[0].assignment == () and connect.members[0].metadata == b"opaque"
+def test_delete_groups_non_empty_missing_and_empty_with_tombstones():
+    h = Harness()
+    form_group(h)
+    h.commit({("t", 0): 1, ("t", 1): 2}, group_id="simple")
+    r = h.answer(h.request(DELETE, 2, DeleteGroupsRequest(groups_names=[GROUP, "simple", "nobody", ""])))
+    assert [(x.group_id, x.error_code) for x in r.results] == [
+        (GROUP, 68), ("simple", 0), ("nobody", 69), ("", 24)]
+    assert listed(h)[1] == [(GROUP, "consumer", "Stable")]
+    from broker.coordinator.group.core import partition_for
+    tail = h.log[partition_for("simple", 4)][-3:]
+    assert [(decode_key(k), v) for k, v in tail] == [
+        (OffsetCommitKey("simple", "t", 0), None), (OffsetCommitKey("simple", "t", 1), None),
+        (GroupMetadataKey("simple"), None)]
 
 
-def test_unknown_group_is_dead():
-    d = described("", b"", b"", error_code=ErrorCode.GROUP_ID_NOT_FOUND, state="")
-    assert d.state == "Dead" and not d.is_active
-
-
-@pytest.mark.parametrize("group, offsets", [
-    ("", {("t", 0): 1}), ("g", {("t", 0): -1}), ("g", {("t", -1): 1}), ("g", {("", 0): 1}),
-    ("g", {("t", 0): True}), ("x" * 250, {("t", 0): 1}),
-])
-def test_kafka_store_checks_input_before_any_request(group, offsets):
-    with KafkaOffsetStore("127.0.0.1:1") as store:  # nothing listens there: no request is sent
-        with pytest.raises(OffsetStoreError):
-            store.commit(group, offsets)
+def test_delete_groups_answer_waits_for_every_append():
+    h = Harness()
+    h.commit({("t", 0): 1}, group_id="a")
+    h.commit({("t", 0): 1}, group_id="b")
+    h.auto_write = False
+    t = h.request(DELETE, 1, DeleteGroupsRequest(groups_names=["a", "b"]))
+    assert h.answer(t) is None and len(h.pending) == 2
+    h.flush(19)
+    assert [(x.group_id, x.error_code) for x in h.answer(t).results] == [("a", 15), ("b", 15)]
+    assert h.core.committed_offsets("a")

@@ -212,7 +212,8 @@ class GroupCoordinatorCore:
 
     # -- partitions ---------------------------------------------------------------------------
     def begin_load(self, partition: int) -> None:
-        assert partition not in self._shards, f"partition {partition} is loaded already"
+        # Loaded already (a reload): the old shard keeps its parked requests until
+        # load_partition replaces it; meanwhile requests answer COORDINATOR_LOAD_IN_PROGRESS.
         self._loading.add(partition)
 
     def load_partition(self, partition: int, records: Iterable[tuple[bytes, bytes | None]],
