@@ -18,17 +18,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.log.cleaner.key_hash import _siphash24, hash_keys, new_hash_keys
+from broker.log.cleaner.key_hash import _siphash24, _siphash24_pair, hash_keys, new_hash_keys
 from broker.log.cleaner.offset_map import OffsetMapBuilder, capacity_for
 from broker.log.cleaner.retention import (
     DROP,
     EMPTY,
     KEEP,
+    ACT_DROP,
+    ACT_EMPTY,
+    ACT_KEEP,
+    ACT_REWRITE,
     NO_HORIZON,
     REWRITE,
     AbortedTxn,
     BatchFacts,
     ChunkRecords,
+    PlainBatches,
     RetentionPass,
 )
 
@@ -46,6 +51,15 @@ def test_siphash_matches_the_reference_vectors():
                 15: 0xA129CA6149BE45E5, 63: 0x958A324CEB064572}
     for length, value in expected.items():
         assert int(_siphash24(message, 0, length, np.uint64(k0), np.uint64(k1))) == value
+
+
+def test_the_hash_pair_is_two_siphashes_computed_side_by_side():
+    message = np.frombuffer(bytes(range(64)), dtype=np.uint8)
+    keys = [np.uint64(k) for k in (0x0706050403020100, 0x0F0E0D0C0B0A0908, 0xDEADBEEF, 1 << 63)]
+    for start, end in [(0, 0), (0, 1), (3, 11), (0, 8), (5, 64), (7, 22)]:
+        pair = _siphash24_pair(message, start, end, *keys)
+        assert pair == (_siphash24(message, start, end, keys[0], keys[1]),
+                        _siphash24(message, start, end, keys[2], keys[3]))
 
 
 def _binary(keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -193,17 +207,37 @@ def clean(log: list[Batch], first_dirty: int, capacity: int, now_ms: int, *, chu
         for batch in log:
             if batch.producer_id >= 0:
                 producer_last[batch.producer_id] = batch.last_offset
-    retention = RetentionPass(offset_map, now_ms=now_ms, delete_retention_ms=DELETE_RETENTION_MS,
-                              producer_last_offsets=producer_last, aborted=list(aborted))
+    retention, twin = (RetentionPass(offset_map, now_ms=now_ms, delete_retention_ms=DELETE_RETENTION_MS,
+                                     producer_last_offsets=producer_last, aborted=list(aborted)) for _ in range(2))
     out: list[Batch] = []
     for i in range(0, len(log), chunk_batches):
         chunk = log[i:i + chunk_batches]
         facts, recs = _facts_and_records(chunk)
-        for batch, decision in zip(chunk, retention.decide(facts, recs)):
+        decisions = retention.decide(facts, recs)
+        if any(b.transactional or b.control for b in chunk):
+            twin.decide(facts, recs)
+        else:  # the shell decides such a chunk with decide_plain: it must say the same
+            _assert_plain_says_the_same(twin, facts, recs, decisions)
+        for batch, decision in zip(chunk, decisions):
             kept = _apply(batch, decision)
             if kept is not None:
                 out.append(kept)
     return out, end
+
+
+def _assert_plain_says_the_same(retention: RetentionPass, facts: list[BatchFacts], recs: ChunkRecords,
+                                decisions) -> None:
+    column = lambda name: np.array([getattr(f, name) for f in facts], dtype=np.int64)  # noqa: E731
+    plain = retention.decide_plain(PlainBatches(
+        column("base_offset"), column("last_offset"), column("producer_id"), column("delete_horizon_ms"),
+        column("first_record"), column("end_record")), recs)
+    actions = {KEEP: ACT_KEEP, REWRITE: ACT_REWRITE, DROP: ACT_DROP, EMPTY: ACT_EMPTY}
+    for i, (fact, decision) in enumerate(zip(facts, decisions)):
+        assert plain.actions[i] == actions[decision.action], (i, decision)
+        if decision.action in (REWRITE, EMPTY):
+            assert plain.delete_horizons[i] == decision.delete_horizon_ms
+        if decision.action == REWRITE:
+            assert np.array_equal(plain.keep[fact.first_record:fact.end_record], decision.keep)
 
 
 def clean_fully(log, capacity, now_ms, **kw):

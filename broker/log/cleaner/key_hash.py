@@ -79,13 +79,61 @@ def _siphash24(data, start, end, k0, k1):
     return v0 ^ v1 ^ v2 ^ v3
 
 
+@njit(cache=True)
+def _siphash24_pair(data, start, end, k0, k1, k2, k3):
+    """``(_siphash24(.., k0, k1), _siphash24(.., k2, k3))`` of data[start:end], the two
+    computed side by side: each round depends on the one before, so one hash leaves most of
+    the CPU's arithmetic units idle, and two independent ones take little more time than one
+    (the cleaner hashes every key once per phase: this was half of its record walk)."""
+    v0 = k0 ^ np.uint64(0x736F6D6570736575)
+    v1 = k1 ^ np.uint64(0x646F72616E646F6D)
+    v2 = k0 ^ np.uint64(0x6C7967656E657261)
+    v3 = k1 ^ np.uint64(0x7465646279746573)
+    w0 = k2 ^ np.uint64(0x736F6D6570736575)
+    w1 = k3 ^ np.uint64(0x646F72616E646F6D)
+    w2 = k2 ^ np.uint64(0x6C7967656E657261)
+    w3 = k3 ^ np.uint64(0x7465646279746573)
+    length = end - start
+    blocks_end = start + (length // 8) * 8
+    pos = start
+    while pos < blocks_end:
+        m = np.uint64(0)
+        for i in range(8):
+            m |= np.uint64(data[pos + i]) << np.uint64(8 * i)
+        v3 ^= m
+        w3 ^= m
+        v0, v1, v2, v3 = _round(v0, v1, v2, v3)
+        w0, w1, w2, w3 = _round(w0, w1, w2, w3)
+        v0, v1, v2, v3 = _round(v0, v1, v2, v3)
+        w0, w1, w2, w3 = _round(w0, w1, w2, w3)
+        v0 ^= m
+        w0 ^= m
+        pos += 8
+    b = np.uint64(length & 0xFF) << np.uint64(56)
+    for i in range(end - blocks_end):
+        b |= np.uint64(data[blocks_end + i]) << np.uint64(8 * i)
+    v3 ^= b
+    w3 ^= b
+    v0, v1, v2, v3 = _round(v0, v1, v2, v3)
+    w0, w1, w2, w3 = _round(w0, w1, w2, w3)
+    v0, v1, v2, v3 = _round(v0, v1, v2, v3)
+    w0, w1, w2, w3 = _round(w0, w1, w2, w3)
+    v0 ^= b
+    w0 ^= b
+    v2 ^= np.uint64(0xFF)
+    w2 ^= np.uint64(0xFF)
+    for _ in range(4):
+        v0, v1, v2, v3 = _round(v0, v1, v2, v3)
+        w0, w1, w2, w3 = _round(w0, w1, w2, w3)
+    return v0 ^ v1 ^ v2 ^ v3, w0 ^ w1 ^ w2 ^ w3
+
+
 @njit(cache=True, nogil=True)  # array work only: the broker's event loop runs meanwhile
 def _hash_all(offsets, data, k0, k1, k2, k3, hi, lo):
     for row in range(offsets.shape[0] - 1):
         start = offsets[row]
         end = offsets[row + 1]
-        hi[row] = _siphash24(data, start, end, k0, k1)
-        lo[row] = _siphash24(data, start, end, k2, k3)
+        hi[row], lo[row] = _siphash24_pair(data, start, end, k0, k1, k2, k3)
 
 
 def new_hash_keys(rng) -> tuple[int, int, int, int]:
