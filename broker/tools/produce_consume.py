@@ -10,6 +10,10 @@ a piped file is batched. At the end every record is acknowledged or the command 
 at the beginning with ``--from-beginning``, or at ``--offset N`` of ``--partition P``. It stops
 after ``--max-messages`` records, or once no record arrived for ``--timeout-ms`` (Kafka's
 meaning: an idle timeout), or at Ctrl-C; without either limit it runs until interrupted.
+With ``--group G`` it is a member of consumer group G (``subscribe``, as Kafka's console consumer
+with ``--group``): partitions come from the group, each starts at the group's committed offset
+(``--from-beginning`` / the end only where the group has none), and what was printed is committed
+(auto-commit, and on exit).
 
 User mistakes raise ``ValueError`` with one line; ``pylog``'s main prints it and exits non-zero.
 """
@@ -53,6 +57,8 @@ def add_consume_parser(subparsers) -> argparse.ArgumentParser:
     start.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
     start.add_argument("--offset", type=int, default=None, help="start at this offset (needs --partition)")
     consume.add_argument("--partition", type=int, default=None, help="only this partition (default: all)")
+    consume.add_argument("--group", default=None, metavar="GROUP",
+                         help="consume as a member of this consumer group (subscribe; commits offsets)")
     consume.add_argument("--max-messages", type=int, default=None, help="exit after this many records")
     consume.add_argument("--timeout-ms", type=int, default=None,
                          help="exit when no record arrived for this long")
@@ -154,10 +160,13 @@ def run_consume(args: argparse.Namespace, out: BinaryIO, err: TextIO | None = No
         raise ValueError("--offset needs --partition")
     if args.offset is not None and args.offset < 0:
         raise ValueError(f"--offset must be >= 0, got {args.offset}")
+    group = getattr(args, "group", None)
+    if group is not None and (args.partition is not None or args.offset is not None):
+        raise ValueError("--group takes its partitions from the group: not with --partition or --offset")
     try:
         consumer = Consumer(args.bootstrap_server, isolation_level=args.isolation_level,
                             auto_offset_reset="earliest" if args.from_beginning else "latest",
-                            client_id="pylog-consume")
+                            client_id="pylog-consume", group_id=group)
     except KafkaError as exc:
         raise ValueError(str(exc)) from None
     try:
@@ -174,6 +183,10 @@ def run_consume(args: argparse.Namespace, out: BinaryIO, err: TextIO | None = No
 
 
 def _start(consumer: Consumer, args) -> None:
+    if getattr(args, "group", None) is not None:
+        consumer.partitions_for(args.topic)  # an unknown topic fails here, as without --group
+        consumer.subscribe([args.topic])
+        return
     partitions = consumer.partitions_for(args.topic)
     if args.partition is not None:
         if args.partition not in partitions:

@@ -255,3 +255,31 @@ def test_a_member_that_stops_polling_loses_its_generation(peer):
         if other is not None:
             other.stop()
         slow.close()
+
+
+def test_console_consume_with_a_group_resumes_where_the_last_run_stopped(peer):
+    """``pylog consume --group G``: the first run prints 5 records from the beginning and commits
+    them on exit; the second run of the same group prints the rest, nothing twice."""
+    import argparse
+    import io
+
+    from broker.tools.produce_consume import add_consume_parser, run_consume
+
+    topic, group = unique_topic("grp-cli"), unique_group("cli")
+    peer.create_topic(topic, partitions=1)
+    with Producer(peer.bootstrap) as producer:
+        for i in range(8):
+            producer.send(topic, b"r%d" % i, partition=0)
+        producer.flush()
+    parser = argparse.ArgumentParser()
+    add_consume_parser(parser.add_subparsers(dest="command"))
+
+    def run(*argv: str) -> bytes:
+        out = io.BytesIO()
+        args = parser.parse_args(["consume", "--bootstrap-server", peer.bootstrap, "--topic", topic,
+                                  "--group", group, "--from-beginning", *argv])
+        assert run_consume(args, out, io.StringIO()) == 0
+        return out.getvalue()
+
+    assert run("--max-messages", "5") == b"r0\nr1\nr2\nr3\nr4\n"
+    assert run("--max-messages", "3") == b"r5\nr6\nr7\n"
