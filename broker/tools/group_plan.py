@@ -206,7 +206,8 @@ def _clamp(tp: TopicPartition, offset: int, start: int, end: int, warnings: list
 def offset_rows(group: str, members: Sequence[MemberRow], committed: Mapping[TopicPartition, int],
                 log_ends: Mapping[TopicPartition, int] | None, store: str | None = None) -> list[GroupRow]:
     """Kafka's ``describe`` rows: members that own partitions, the one with most first, each
-    member's partitions by partition number; then the committed partitions no member owns, by
+    member's partitions by partition number (Kafka 4.1's tool prints them in a hash map's
+    order; the rows are the same); then the committed partitions no member owns, by
     topic and partition, with ``-`` for the member columns."""
     ends = log_ends or {}
     rows: list[GroupRow] = []

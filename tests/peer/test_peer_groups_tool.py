@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 from broker.client.offset_store import KafkaOffsetStore, ZkOffsetStore
 from broker.client.producer import Producer
 from broker.tools.groups import add_groups_parser, run_groups
+from broker.tools.kafka_peer import run_kafka_tool
 from peer_support import unique_topic
 
 DEADLINE_S = 30.0
@@ -108,6 +109,13 @@ def test_describe_shows_lag_members_and_refuses_changes_while_active(system):
                            "CONSUMER-ID", "HOST", "CLIENT-ID"]
         assert [r[:6] for r in rows[1:]] == [[group, topic, "0", "7", "10", "3"], [group, topic, "1", "4", "10", "6"]]
         assert {r[6].startswith("tool-test-") and r[8] == "tool-test" for r in rows[1:]} == {True}
+        theirs = run_kafka_tool("kafka-consumer-groups", ["--bootstrap-server", bootstrap, "--describe",
+                                                           "--group", group])
+        assert theirs.returncode == 0, theirs.stderr.decode()
+        # Kafka's own tool, on the same group, shows the same rows (its order within a member
+        # follows a hash map's; ours is by partition).
+        kafka_rows = table(theirs.stdout.decode())
+        assert kafka_rows[0] == rows[0] and sorted(kafka_rows[1:]) == rows[1:]
         _, members, _ = groups("describe", "--bootstrap-server", bootstrap, "--group", group, "--members", "--verbose")
         assert table(members)[1][4:] == ["2", f"{topic}:0,1"]
         _, state, _ = groups("describe", "--bootstrap-server", bootstrap, "--group", group, "--state")
