@@ -7,7 +7,8 @@
           .option("subscribe", "orders").load())
 
 Options, schema and offsets follow Spark's Kafka connector; see ``spark_log.options`` for the
-list and the pylog additions (ZooKeeper-committed group offsets, ``startingOffsets=group``).
+list and the pylog additions (group offsets committed to ``__consumer_offsets`` or ZooKeeper,
+``offsets.store``; ``startingOffsets=group``).
 Importing this package does not import PySpark; ``register`` and ``session`` do.
 """
 
