@@ -71,7 +71,7 @@ def test_versions_and_names_are_kafkas():
 
 
 def test_group_apis_are_advertised_at_kafka_41s_classic_versions():
-    """Apache Kafka 4.1's ranges (its kafka-clients JSON), less OffsetCommit/OffsetFetch v10 and
+    """Apache Kafka 4.1's advertised ranges (tests/peer/test_peer_metadata.py compares them), less
     DescribeGroups v6, which the codec does not parse yet."""
     assert {key: SUPPORTED_API_VERSIONS[key] for key in GROUP_APIS} == {
         ApiKey.JOIN_GROUP: (0, 9), ApiKey.SYNC_GROUP: (0, 5), ApiKey.HEARTBEAT: (0, 4),

@@ -5,9 +5,8 @@
 LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown). They differ on purpose: Produce v0-2 parse but
 are answered with UNSUPPORTED_VERSION; Fetch/ListOffsets/OffsetForLeaderEpoch parse older
 versions than are offered (OffsetCommit v0-1 and OffsetFetch v0 too: Kafka 4 removed them,
-KIP-896); the classic group APIs are offered at the versions Apache Kafka 4.1 serves for classic
-groups, except OffsetCommit/OffsetFetch v10 and DescribeGroups v6, which the codec does not
-parse yet. Kafka 4.0 keeps advertising Produce from v0 because librdkafka
+KIP-896); the classic group APIs are offered at the versions Apache Kafka 4.1 advertises, except
+DescribeGroups v6, which the codec does not parse yet. Kafka 4.0 keeps advertising Produce from v0 because librdkafka
 < 2.11.1 turned compression off otherwise (reference pitfall 8.1).
 """
 
