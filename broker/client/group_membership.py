@@ -30,6 +30,7 @@ from typing import Protocol
 
 from broker.client.config import Clock
 from broker.client.connection import BrokerConnection
+from broker.client.coordinator import find_coordinator
 from broker.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from broker.client.group_state import (
     NO_GENERATION,
@@ -46,7 +47,6 @@ from broker.wire import ApiKey, ErrorCode
 __all__ = ["GroupProtocol", "GroupMembership", "GroupSettings", "JoinedMember"]
 
 _JOIN_TIMEOUT_EXTRA_MS = 5_000  # Java: rebalance timeout + 5 s for the JoinGroup request
-_FIND_COORDINATOR_GROUP = 0
 
 
 @dataclass(frozen=True)
@@ -179,15 +179,12 @@ class GroupMembership:
                     return self._connect(coordinator)
                 except KafkaError:
                     self.mark_coordinator_unknown()
-            try:
-                found = self._find_coordinator()
-                with self._lock:
-                    self._coordinator = found
-                continue
-            except KafkaError as exc:
-                if not exc.retriable or self._clock.monotonic_ms() >= deadline_ms:
-                    raise
-            self._clock.sleep_ms(self._config.retry_backoff_ms)
+            self.stats["coordinator_lookups"] += 1
+            # retries COORDINATOR_NOT_AVAILABLE and lost connections itself, until the deadline
+            found = find_coordinator(self._cluster, self.settings.group_id,
+                                     timeout_ms=max(deadline_ms - self._clock.monotonic_ms(), 0))
+            with self._lock:
+                self._coordinator = tuple(found)
 
     def _connect(self, coordinator: tuple[int, str, int]) -> BrokerConnection:
         node_id, host, port = coordinator
@@ -203,19 +200,6 @@ class GroupMembership:
             self._coordinator = None
         if self._conn is not None and threading.current_thread() is not self._thread:
             self._conn.close()
-
-    def _find_coordinator(self) -> tuple[int, str, int]:
-        self.stats["coordinator_lookups"] += 1
-        conn = self._cluster.any_connection()
-        version = conn.version_for(ApiKey.FIND_COORDINATOR)
-        group_id = self.settings.group_id
-        body = ({"key_type": _FIND_COORDINATOR_GROUP, "coordinator_keys": [group_id]} if version >= 4
-                else {"key": group_id, "key_type": _FIND_COORDINATOR_GROUP})
-        response = conn.request(ApiKey.FIND_COORDINATOR, body, version)
-        answer = response.coordinators[0] if version >= 4 else response
-        if answer.error_code != ErrorCode.NONE:
-            raise KafkaError(answer.error_code, f"FindCoordinator for group {group_id!r}")
-        return answer.node_id, answer.host, answer.port
 
     # ------------------------------------------------------------------ join and sync
 
