@@ -29,6 +29,8 @@ from broker.client.errors import (
     KafkaTimeoutError,
 )
 from broker.client.fetched import ConsumerRecord
+from broker.client.group_commit import OffsetAndMetadata
+from broker.client.group_state import CommitFailedError, FencedInstanceIdError, RebalanceInProgressError
 from broker.client.metadata import BrokerInfo, Cluster, PartitionMetadata, TopicMetadata, parse_bootstrap_servers
 from broker.client.partitioner import murmur2
 from broker.client.producer import ArrowDeliveries, BatchDelivery, Delivery, Producer
@@ -37,7 +39,8 @@ __all__ = [
     "AdminClient", "TopicDescription",
     "ClientConfig", "Clock", "SystemClock", "SYSTEM_CLOCK",
     "BrokerConnection",
-    "Consumer", "ConsumerRecord",
+    "Consumer", "ConsumerRecord", "OffsetAndMetadata",
+    "CommitFailedError", "RebalanceInProgressError", "FencedInstanceIdError",
     "KafkaError", "KafkaConnectionError", "KafkaTimeoutError", "KafkaProtocolError", "DeliveryFailed",
     "Cluster", "BrokerInfo", "PartitionMetadata", "TopicMetadata", "parse_bootstrap_servers",
     "murmur2",
