@@ -656,9 +656,18 @@ class _Group:
                 self.membership.request_rejoin(reason)
 
     def ensure_active(self, deadline_ms: float) -> bool:
-        if not self.membership.rejoin_needed():
+        """Rejoin when needed; a STABLE member whose coordinator was lost (the heartbeat thread
+        saw NOT_COORDINATOR or its session run out) looks it up again so heartbeats resume."""
+        membership = self.membership
+        if not membership.rejoin_needed():
+            if membership.coordinator_unknown():
+                try:
+                    membership.coordinator_connection(deadline_ms)
+                except KafkaError as exc:
+                    if not exc.retriable:
+                        raise
             return True
-        return self.membership.ensure_active_group(deadline_ms)
+        return membership.ensure_active_group(deadline_ms)
 
     def commit_quietly(self, offsets: dict) -> None:
         """Auto-commit before a revoke or close: a failure is logged in the stats, not raised

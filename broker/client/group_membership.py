@@ -195,6 +195,10 @@ class GroupMembership:
         self._conn.connect()
         return self._conn
 
+    def coordinator_unknown(self) -> bool:
+        with self._lock:
+            return self._coordinator is None
+
     def mark_coordinator_unknown(self) -> None:
         with self._lock:
             self._coordinator = None
@@ -345,7 +349,8 @@ class GroupMembership:
                         return "leave", generation, self._coordinator
                     continue
                 if self._timers.session_expired(now):
-                    self._coordinator = None  # the owner thread looks it up again
+                    self._coordinator = None  # the owner thread's next poll looks it up again
+                    self._timers.reset_session(now)
                     continue
                 if self._timers.heartbeat_due(now):
                     self._timers.sent_heartbeat(now)

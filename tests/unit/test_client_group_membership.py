@@ -413,3 +413,19 @@ def test_heartbeat_thread_is_a_single_owned_thread(coordinator):
     assert len(heartbeat_threads) == 1
     membership.close()
     assert not heartbeat_threads[0].is_alive()
+
+
+def test_heartbeat_not_coordinator_drops_the_coordinator_until_the_owner_looks_it_up(coordinator):
+    membership = member(coordinator)
+    try:
+        join(membership)
+        lookups = len(coordinator.broker.requests_for(ApiKey.FIND_COORDINATOR))
+        coordinator.script(ApiKey.HEARTBEAT, HeartbeatResponse(error_code=ErrorCode.NOT_COORDINATOR))
+        wait_until(membership.coordinator_unknown, "the coordinator is dropped")
+        assert not membership.rejoin_needed()  # still a member: only the coordinator moved
+        beats = len(coordinator.requests(ApiKey.HEARTBEAT))
+        membership.coordinator_connection(time.monotonic() * 1000 + 5000)
+        assert len(coordinator.broker.requests_for(ApiKey.FIND_COORDINATOR)) == lookups + 1
+        wait_until(lambda: len(coordinator.requests(ApiKey.HEARTBEAT)) > beats, "heartbeats resume")
+    finally:
+        membership.close()
