@@ -54,7 +54,7 @@ def add_groups_parser(subparsers) -> argparse.ArgumentParser:
                          help=f"show each group's state; with values, only groups in them ({', '.join(GROUP_STATES)})")
     describe = actions.add_parser("describe", help="committed offset, log end, lag and owner per partition")
     _common(describe)
-    describe.add_argument("--group", required=True, action="append", help="consumer group id (repeatable)")
+    _which_groups(describe)
     view = describe.add_mutually_exclusive_group()
     view.add_argument("--offsets", action="store_true", help="offsets and lag per partition (the default)")
     view.add_argument("--members", action="store_true", help="the group's members (kafka store)")
@@ -62,7 +62,7 @@ def add_groups_parser(subparsers) -> argparse.ArgumentParser:
     describe.add_argument("--verbose", action="store_true", help="with --members: each member's partitions")
     delete = actions.add_parser("delete", help="delete groups and their offsets (only groups without members)")
     _common(delete)
-    delete.add_argument("--group", required=True, action="append", help="consumer group id (repeatable)")
+    _which_groups(delete)
     reset = actions.add_parser("reset-offsets", help="set a group's offsets (dry run unless --execute)")
     _common(reset)
     _reset_arguments(reset)
@@ -72,6 +72,12 @@ def add_groups_parser(subparsers) -> argparse.ArgumentParser:
     delete_offsets.add_argument("--topic", required=True, action="append", metavar="TOPIC[:P,P]",
                                 help="a topic, or some of its partitions (repeatable)")
     return groups
+
+
+def _which_groups(parser: argparse.ArgumentParser) -> None:
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--group", action="append", help="consumer group id (repeatable)")
+    which.add_argument("--all-groups", action="store_true", help="every consumer group of the store")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -131,7 +137,7 @@ def _with_defaults(args: argparse.Namespace) -> argparse.Namespace:
     the options of the ZooKeeper-only command (``group`` one string)."""
     values = {"store": None, "timeout_ms": 30_000, "bootstrap_server": None, "zookeeper_connect": None,
               "offsets": False, "members": False, "state": None, "verbose": False,
-              "dry_run": False, "execute": False, **vars(args)}
+              "dry_run": False, "execute": False, "all_groups": False, **vars(args)}
     if args.groups_command in ("describe", "delete") and isinstance(values.get("group"), str):
         values["group"] = [values["group"]]
     return argparse.Namespace(**values)
@@ -240,7 +246,7 @@ def _describe(session: _Session, args, out: TextIO, err: TextIO) -> int:
         raise ValueError("--members and --state describe the kafka store (members exist only there)")
     rows: list[GroupRow] = []
     tagged = len(stores) > 1
-    for group in dict.fromkeys(args.group):
+    for group in _group_ids(session, args, stores):
         found = False
         if "kafka" in stores:
             description = session.groups().describe_group(group)
@@ -262,6 +268,19 @@ def _describe(session: _Session, args, out: TextIO, err: TextIO) -> int:
     if rows or not (args.members or args.state):
         out.write(describe_table(rows, with_store=tagged, with_members="kafka" in stores))
     return 0
+
+
+def _group_ids(session: _Session, args, stores: list[str]) -> list[str]:
+    """``--group`` values, or with ``--all-groups`` every consumer group of the stores."""
+    if not args.all_groups:
+        return list(dict.fromkeys(args.group))
+    found: set[str] = set()
+    for store in stores:
+        if store == "kafka":
+            found.update(g.group_id for g in session.groups().list_groups() if g.is_consumer_group)
+        else:
+            found.update(session.store("zookeeper").groups())
+    return sorted(found)
 
 
 def _kafka_rows(session: _Session, description: GroupDescription, store: str | None,
@@ -300,7 +319,10 @@ def _members_or_state(d: GroupDescription, args) -> str:
 
 def _delete(session: _Session, args, out: TextIO, err: TextIO) -> int:
     store = session.stores(mutating=True)[0]
-    groups = list(dict.fromkeys(args.group))
+    groups = _group_ids(session, args, [store])
+    if not groups:
+        out.write("There are no consumer groups to delete.\n")
+        return 0
     if store == "kafka":
         results = session.groups().delete_groups(groups)
     else:
