@@ -193,14 +193,23 @@ def test_describe_stable_then_empty(wire, topic, group_peer):
     assert (error_name(stable.error_code), stable.group_id, stable.group_state, stable.protocol_type,
             stable.protocol_data) == ("NONE", group, "Stable", "consumer", "range")
     [member] = stable.members
-    assert (member.member_id, member.group_instance_id, member.client_id, member.client_host,
-            member.member_metadata, member.member_assignment) == (
-        member_id, None, "peer-tier", "/127.0.0.1", consumer_subscription([topic]), assignment)
+    assert (member.member_id, member.group_instance_id, member.client_id, member.member_metadata,
+            member.member_assignment) == (member_id, None, "peer-tier", consumer_subscription([topic]), assignment)
 
     wire.leave(group, [member_id])
     [empty] = wire.describe([group])
     assert (error_name(empty.error_code), empty.group_state, empty.protocol_type, empty.protocol_data,
             empty.members) == ("NONE", "Empty", "consumer", "", [])
+
+
+def test_member_client_host_as_java_prints_it(wire, topic):
+    """A member's client host is Java's ``InetAddress.toString()`` of the connection's peer,
+    ``"/127.0.0.1"`` (no host name): DescribeGroups answers it, kafka-consumer-groups prints it in
+    its HOST column and the group metadata record stores it (clientHost), so lag tools show it."""
+    group = new_group(wire, "client-host")
+    wire.stable_member(group, topic, [0, 1])
+    [described] = wire.describe([group])
+    assert [m.client_host for m in described.members] == ["/127.0.0.1"]
 
 
 def test_describe_unknown_group_is_dead(wire):

@@ -1,0 +1,260 @@
+"""Apache Kafka's own group tools against Apache Kafka and against pylog (issue 14):
+``kafka-consumer-groups --describe`` (offsets, lag, state, members), and Kafka's decoders of
+``__consumer_offsets`` (``kafka-console-consumer`` with ``OffsetsMessageFormatter`` and
+``GroupMetadataMessageFormatter``, ``kafka-dump-log --offsets-decoder`` on the partition's
+segment file) reading what each coordinator wrote.
+
+Each scenario states its outcome once (what Apache Kafka 4.1 prints) and checks it on each
+system. Parts that must differ (member ids, ports, timestamps) are normalised where parsed, and
+differences kept on purpose are named where they are allowed, with the reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+
+from group_clients import GroupMember, group_peer, produce_spread, unique_group, wait_until  # noqa: F401
+from group_wire import GroupWire, consumer_assignment, consumer_subscription
+from peer_support import unique_topic
+
+from broker.client.admin import AdminClient
+from broker.coordinator.group.core import partition_for
+from broker.tools.kafka_peer import run_kafka_tool
+
+TOOL_TIMEOUT_S = 90.0
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions, the default on both
+CLIENT_ID = "peer-tools"
+
+
+def tool_run(name: str, args: list[str]) -> tuple[str, str]:
+    """The tool's (stdout, stderr); its exit status must be 0."""
+    result = run_kafka_tool(name, args, timeout_s=TOOL_TIMEOUT_S)
+    assert result.returncode == 0, result.stderr.decode(errors="replace")[-3000:]
+    return result.stdout.decode(errors="replace"), result.stderr.decode(errors="replace")
+
+
+def tool(name: str, args: list[str]) -> str:
+    return tool_run(name, args)[0]
+
+
+# ------------------------------------------------------------------- kafka-consumer-groups
+
+
+def consumer_groups(peer, *args: str) -> tuple[list[str], list[list[str]], list[str]]:
+    """kafka-consumer-groups: (header columns, rows sorted, the lines of stderr, where it says
+    that a group has no active members). Columns are separated by runs of spaces and no value
+    has one, except ``COORDINATOR (ID)`` (``host:port  (id)``), joined back here. Rows are
+    sorted: Java prints the partitions in a hash map's order."""
+    out, err = tool_run("kafka-consumer-groups", ["--bootstrap-server", peer.bootstrap, *args])
+    lines = [line for line in out.splitlines() if line.strip()]
+    header_at = next(i for i, line in enumerate(lines) if line.startswith("GROUP"))
+    assert header_at == 0, out
+    header = lines[header_at].replace("COORDINATOR (ID)", "COORDINATOR-(ID)").split()
+    rows = []
+    for line in lines[header_at + 1:]:
+        cells = line.split()
+        if "COORDINATOR-(ID)" in header:  # "127.0.0.1:port  (1)" is one cell
+            at = header.index("COORDINATOR-(ID)")
+            cells[at:at + 2] = [f"{cells[at]} {cells[at + 1]}"]
+        assert len(cells) == len(header), (header, line)
+        rows.append(cells)
+    return header, sorted(rows), [line for line in err.splitlines() if line.strip()]
+
+
+OFFSETS_HEADER = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+                  "HOST", "CLIENT-ID"]
+
+
+def offsets_columns(rows: list[list[str]]) -> list[tuple]:
+    """(group, topic, partition, current offset, log end offset, lag) per row: the columns that
+    must be equal; CONSUMER-ID, HOST and CLIENT-ID are checked by the test on their own."""
+    return [tuple(row[:6]) for row in rows]
+
+
+def test_consumer_groups_describe_offsets_state_and_members(group_peer):
+    """An Empty group with committed offsets (a simple commit, as ``assign()`` users and tools
+    make), then the same group with an active member: the offsets table (current offset, log
+    end offset, lag), ``--state`` and ``--members --verbose``."""
+    topic, group = unique_topic("tools-groups"), unique_group("tools-describe")
+    group_peer.create_topic(topic, partitions=3)
+    produce_spread(group_peer, topic, 3, 10)
+    with GroupWire(group_peer) as wire:
+        wire.ready(group)
+        assert set(wire.commit(group, {(topic, 0): 4, (topic, 1): 10, (topic, 2): 0}).values()) == {"NONE"}
+    offsets = [(group, topic, "0", "4", "10", "6"), (group, topic, "1", "10", "10", "0"),
+               (group, topic, "2", "0", "10", "10")]
+
+    header, rows, other = consumer_groups(group_peer, "--describe", "--group", group)
+    assert header == OFFSETS_HEADER and offsets_columns(rows) == offsets
+    assert {tuple(row[6:]) for row in rows} == {("-", "-", "-")}
+    assert other == [f"Consumer group '{group}' has no active members."]
+    header, rows, other = consumer_groups(group_peer, "--describe", "--group", group, "--state")
+    assert header == ["GROUP", "COORDINATOR-(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+    assert [row[:1] + row[2:] for row in rows] == [[group, "-", "Empty", "0"]]
+
+    member = GroupMember("confluent", group_peer.bootstrap, group, [topic], **{"client.id": CLIENT_ID})
+    try:
+        wait_until(lambda: len(member.assignment) == 3, f"{group}'s member holds the 3 partitions")
+        header, rows, other = consumer_groups(group_peer, "--describe", "--group", group)
+        assert header == OFFSETS_HEADER and offsets_columns(rows) == offsets and other == []
+        consumer_ids = {row[6] for row in rows}
+        assert len(consumer_ids) == 1 and consumer_ids.pop().startswith(f"{CLIENT_ID}-")
+        assert {row[8] for row in rows} == {CLIENT_ID}  # HOST: see test_member_client_host_as_java_prints_it
+
+        header, rows, _ = consumer_groups(group_peer, "--describe", "--group", group, "--state", "--verbose")
+        assert header == ["GROUP", "COORDINATOR-(ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+                          "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+        [[name, coordinator, *state]] = rows
+        assert (name, state) == (group, ["range", "Stable", "-", "-", "1"])
+        assert coordinator == f"127.0.0.1:{group_peer.ports[0]} (1)"  # each side's broker id is 1
+
+        header, rows, _ = consumer_groups(group_peer, "--describe", "--group", group, "--members", "--verbose")
+        assert header == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+                          "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+        [[name, consumer_id, _host, client_id, *assigned]] = rows
+        assert (name, client_id, assigned) == (group, CLIENT_ID, ["3", "-", f"{topic}:0,1,2", "-", "-"])
+    finally:
+        member.stop()
+
+
+def test_consumer_groups_list_with_state(group_peer):
+    stable, empty = unique_group("tools-list-stable"), unique_group("tools-list-empty")
+    topic = group_peer.create_topic(unique_topic("tools-list"), partitions=2)
+    with GroupWire(group_peer) as wire:
+        for group in (stable, empty):
+            wire.ready(group)
+        wire.commit(empty, {(topic, 0): 1})
+        member = wire.stable_member(stable, topic, [0, 1])
+        header, rows, _ = consumer_groups(group_peer, "--list", "--state")
+        wire.leave(stable, [member.member_id])
+    assert header == ["GROUP", "STATE"]
+    assert [stable, "Stable"] in rows and [empty, "Empty"] in rows
+    plain = tool("kafka-consumer-groups", ["--bootstrap-server", group_peer.bootstrap, "--list"]).split()
+    assert stable in plain and empty in plain
+
+
+# ------------------------------------------------------------- __consumer_offsets, decoded
+
+# Named: Kafka 4.1 writes OffsetCommitValue version 4 (flexible, KIP-915 lets 3.5+ read it);
+# pylog writes version 3, which every Kafka tool since 2.3 reads (coordinators.md §3). The
+# fields are the same: offset, leaderEpoch, metadata, commitTimestamp.
+OFFSET_COMMIT_VALUE_VERSIONS = {"kafka": 4, "pylog": 3}
+
+
+def committed_group(peer, topic: str, group: str) -> tuple[str, int, int]:
+    """The scenario both decoders read: a simple commit of two partitions while the group is
+    Empty, one member (generation 1) that commits partition 0 again, then leaves (generation 2,
+    Empty). Returns (member id, and the time window of the writes in ms)."""
+    started_ms = int(time.time() * 1000)
+    with GroupWire(peer) as wire:
+        wire.ready(group)
+        assert wire.commit(group, {(topic, 0): 4, (topic, 1): 10}) == {(topic, 0): "NONE", (topic, 1): "NONE"}
+        member = wire.stable_member(group, topic, [0, 1])
+        assert wire.commit(group, {(topic, 0): 5}, member.member_id, member.generation_id) == {(topic, 0): "NONE"}
+        assert wire.leave(group, [member.member_id]) == ("NONE", [(member.member_id, "NONE")])
+    return member.member_id, started_ms, int(time.time() * 1000)
+
+
+def expected_offsets(topic: str) -> list[tuple]:
+    """(topic, partition, offset, leader epoch, metadata) of each commit record, in order."""
+    return [(topic, 0, 4, -1, "m4"), (topic, 1, 10, -1, "m10"), (topic, 0, 5, -1, "m5")]
+
+
+def json_objects(text: str) -> list[dict]:
+    """The formatters print one JSON object per record with no separator between them."""
+    decoder, objects, at = json.JSONDecoder(), [], 0
+    text = text.strip()
+    while at < len(text):
+        obj, at = decoder.raw_decode(text, at)
+        objects.append(obj)
+        while at < len(text) and text[at].isspace():
+            at += 1
+    return objects
+
+
+def read_offsets_partition(peer, partition: int, formatter: str) -> list[dict]:
+    """kafka-console-consumer on one partition of ``__consumer_offsets`` (assigned: no group),
+    every record up to its end offset, through ``formatter``."""
+    with AdminClient(peer.bootstrap) as admin:
+        end = admin.list_offsets(OFFSETS_TOPIC, [partition], "latest")[partition]
+    out = tool("kafka-console-consumer", [
+        "--bootstrap-server", peer.bootstrap, "--topic", OFFSETS_TOPIC, "--partition", str(partition),
+        "--offset", "earliest", "--max-messages", str(end), "--timeout-ms", "20000",
+        "--formatter", f"org.apache.kafka.tools.consumer.{formatter}"])
+    return json_objects(out)
+
+
+def check_group_metadata(values: list[dict], topic: str, member_id: str) -> None:
+    """GroupMetadataValue v3: generation 1 with the member (its subscription and assignment as
+    sent), then generation 2 Empty after it left."""
+    assert [v["version"] for v in values] == [3, 3]
+    joined, left = (v["data"] for v in values)
+    [member] = joined.pop("members")
+    assert (joined["protocolType"], joined["generation"], joined["protocol"], joined["leader"]) == (
+        "consumer", 1, "range", member_id)
+    member.pop("clientHost")  # see test_member_client_host_as_java_prints_it
+    subscription, assignment = member.pop("subscription"), member.pop("assignment")
+    assert member == {"memberId": member_id, "groupInstanceId": None, "clientId": "peer-tier",
+                      "rebalanceTimeout": 10_000, "sessionTimeout": 6_000}
+    assert subscription in (base64.b64encode(consumer_subscription([topic])).decode(),  # console
+                            {"topics": [topic], "userData": None})                          # dump-log
+    assert assignment in (base64.b64encode(consumer_assignment({topic: [0, 1]})).decode(),
+                          {"assignedPartitions": [{"topic": topic, "partitions": [0, 1]}], "userData": None})
+    assert (left["protocolType"], left["generation"], left["protocol"], left["leader"], left["members"]) == (
+        "consumer", 2, None, None, [])
+    assert joined["currentStateTimestamp"] <= left["currentStateTimestamp"]
+
+
+def test_console_consumer_decodes_the_offsets_topic(group_peer):
+    topic, group = unique_topic("tools-decode"), unique_group("tools-decode")
+    group_peer.create_topic(topic, partitions=2)
+    member_id, started_ms, ended_ms = committed_group(group_peer, topic, group)
+    partition = partition_for(group, OFFSETS_PARTITIONS)
+
+    commits = [r for r in read_offsets_partition(group_peer, partition, "OffsetsMessageFormatter")
+               if r["key"]["data"]["group"] == group]
+    assert {r["key"]["type"] for r in commits} == {1}
+    assert [(r["key"]["data"]["topic"], r["key"]["data"]["partition"], r["value"]["data"]["offset"],
+             r["value"]["data"]["leaderEpoch"], r["value"]["data"]["metadata"]) for r in commits] == expected_offsets(topic)
+    assert {r["value"]["version"] for r in commits} == {OFFSET_COMMIT_VALUE_VERSIONS[group_peer.name]}
+    assert all(started_ms <= r["value"]["data"]["commitTimestamp"] <= ended_ms for r in commits)
+
+    metadata = [r for r in read_offsets_partition(group_peer, partition, "GroupMetadataMessageFormatter")
+                if r["key"]["data"]["group"] == group]
+    assert {r["key"]["type"] for r in metadata} == {2}
+    check_group_metadata([r["value"] for r in metadata], topic, member_id)
+
+
+def dump_offsets_segment(peer, partition: int) -> list[tuple[dict, dict]]:
+    """kafka-dump-log --offsets-decoder on the partition's first segment: (key, payload) per record;
+    every batch must be valid (CRC)."""
+    [segment] = [d / f"{OFFSETS_TOPIC}-{partition}" / f"{0:020d}.log" for d in peer.data_dirs
+                 if (d / f"{OFFSETS_TOPIC}-{partition}").is_dir()]
+    out = tool("kafka-dump-log", ["--files", str(segment), "--offsets-decoder"])
+    batches = [line for line in out.splitlines() if line.startswith("baseOffset")]
+    assert batches and all(line.endswith("isvalid: true") for line in batches), out[-2000:]
+    records = []
+    for line in out.splitlines():
+        if line.startswith("| offset: "):
+            key, _, payload = line.partition(" key: ")[2].partition(" payload: ")
+            records.append((json.loads(key), json.loads(payload)))
+    return records
+
+
+def test_dump_log_decodes_the_offsets_segment(group_peer):
+    topic, group = unique_topic("tools-dump-offsets"), unique_group("tools-dump-offsets")
+    group_peer.create_topic(topic, partitions=2)
+    member_id, _, _ = committed_group(group_peer, topic, group)
+    records = [(k, v) for k, v in dump_offsets_segment(group_peer, partition_for(group, OFFSETS_PARTITIONS))
+               if k["data"]["group"] == group]
+    # dump-log prints the key type and value version as strings
+    commits = [(k["data"]["topic"], k["data"]["partition"], v["data"]["offset"], v["data"]["leaderEpoch"],
+                v["data"]["metadata"]) for k, v in records if k["type"] == "1"]
+    assert commits == expected_offsets(topic)
+    assert {v["version"] for k, v in records if k["type"] == "1"} == {str(OFFSET_COMMIT_VALUE_VERSIONS[group_peer.name])}
+    metadata = [{**v, "version": int(v["version"])} for k, v in records if k["type"] == "2"]
+    check_group_metadata(metadata, topic, member_id)
+    assert [k["type"] for k, _ in records] == ["1", "1", "2", "1", "2"]  # in the order written
