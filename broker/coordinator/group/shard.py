@@ -17,21 +17,21 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from broker.coordinator.group.effects import Append
 from broker.coordinator.group.group import ClassicGroup
 from broker.coordinator.group.records import (
     GroupMetadataKey, OffsetCommitKey, RecordFormatError, decode_group_metadata_value, decode_key,
-    decode_offset_commit_value,
+    decode_offset_commit_fast, decode_offset_commit_value,
 )
 
 __all__ = ["Shard", "OffsetAndMetadata", "map_append_error"]
 
 
-@dataclass(frozen=True)
-class OffsetAndMetadata:
+class OffsetAndMetadata(NamedTuple):
+    """One committed offset (a tuple: a million of them are built at load time)."""
+
     offset: int
     leader_epoch: int
     metadata: str
@@ -134,7 +134,20 @@ class Shard:
         start now; offsets of a group without a record make a simple (Empty) group."""
         from broker.coordinator.group import loading
         group_values: dict[str, object] = {}
+        offsets = self.offsets
         for key_bytes, value_bytes in records:
+            fast = decode_offset_commit_fast(key_bytes, value_bytes)
+            if fast is not None:
+                group_id, topic, partition, offset, epoch, metadata, commit_ts, expire = fast
+                if offset is None:
+                    self.put_offset(group_id, topic, partition, None)
+                    continue
+                by_group = offsets.get(group_id)
+                if by_group is None:
+                    by_group = offsets[group_id] = {}
+                by_group[(topic, partition)] = OffsetAndMetadata(
+                    offset, epoch, metadata, commit_ts, expire if expire >= 0 else None)
+                continue
             try:
                 key = decode_key(key_bytes)
                 if isinstance(key, OffsetCommitKey):
