@@ -217,8 +217,9 @@ def test_console_consumer_decodes_the_offsets_topic(group_peer):
     commits = [r for r in read_offsets_partition(group_peer, partition, "OffsetsMessageFormatter")
                if r["key"]["data"]["group"] == group]
     assert {r["key"]["type"] for r in commits} == {1}
-    assert [(r["key"]["data"]["topic"], r["key"]["data"]["partition"], r["value"]["data"]["offset"],
-             r["value"]["data"]["leaderEpoch"], r["value"]["data"]["metadata"]) for r in commits] == expected_offsets(topic)
+    seen = [(r["key"]["data"]["topic"], r["key"]["data"]["partition"], r["value"]["data"]["offset"],
+             r["value"]["data"]["leaderEpoch"], r["value"]["data"]["metadata"]) for r in commits]
+    assert seen == expected_offsets(topic)
     assert {r["value"]["version"] for r in commits} == {OFFSET_COMMIT_VALUE_VERSIONS[group_peer.name]}
     assert all(started_ms <= r["value"]["data"]["commitTimestamp"] <= ended_ms for r in commits)
 
@@ -254,7 +255,8 @@ def test_dump_log_decodes_the_offsets_segment(group_peer):
     commits = [(k["data"]["topic"], k["data"]["partition"], v["data"]["offset"], v["data"]["leaderEpoch"],
                 v["data"]["metadata"]) for k, v in records if k["type"] == "1"]
     assert commits == expected_offsets(topic)
-    assert {v["version"] for k, v in records if k["type"] == "1"} == {str(OFFSET_COMMIT_VALUE_VERSIONS[group_peer.name])}
+    versions = {v["version"] for k, v in records if k["type"] == "1"}
+    assert versions == {str(OFFSET_COMMIT_VALUE_VERSIONS[group_peer.name])}
     metadata = [{**v, "version": int(v["version"])} for k, v in records if k["type"] == "2"]
     check_group_metadata(metadata, topic, member_id)
     assert [k["type"] for k, _ in records] == ["1", "1", "2", "1", "2"]  # in the order written
