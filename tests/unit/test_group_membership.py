@@ -320,3 +320,56 @@ def test_requests_for_partitions_not_led_or_loading():
     assert h.answer(h.heartbeat("m", 1)).error_code == 14
     h.run(h.core.load_partition(_partition(h), [], h.now))
     assert h.answer(h.join(version=3)) is None  # parked: joining
+
+
+def test_repeated_join_while_parked_answers_the_first_rebalance_in_progress():
+    h = Harness()
+    ids = form_group(h)
+    first = h.join(member_id=ids[0])
+    second = h.join(member_id=ids[0])
+    assert h.answer(first).error_code == 27 and h.answer(second) is None
+    h.join(member_id=ids[1])
+    assert h.answer(second).error_code == 0 and h.answer(second).generation_id == 2
+
+
+def test_new_member_join_is_bounded_by_the_new_member_timeout():
+    """A new member whose first JoinGroup is parked is dropped after 5 minutes (Kafka's
+    group.classic.new.member.join.timeout), and its JoinGroup is answered UNKNOWN_MEMBER_ID."""
+    h = Harness()
+    ids = form_group(h, n=1, session=1_800_000, rebalance=1_800_000)
+    late = h.join_new(client_id="late", session=1_800_000, rebalance=1_800_000)
+    assert h.group().state is S.PREPARING_REBALANCE and h.answer(late) is None
+    h.advance(300_000)
+    assert h.answer(late).error_code == 25
+    assert len(h.group().members) == 1 and ids[0] in h.group().members
+
+
+def test_static_member_rejoin_during_completing_rebalance_starts_a_new_generation():
+    h = Harness()
+    tokens = [h.join(version=5, instance_id=f"i{i}") for i in range(2)]
+    h.tick()
+    old = h.answer(tokens[1]).member_id
+    parked_sync = h.sync(old, 1, instance_id="i1")
+    t = h.join(version=5, instance_id="i1")  # restarted before the leader synced
+    assert h.answer(parked_sync).error_code == 82
+    assert h.group().state is S.PREPARING_REBALANCE
+    leader_rejoin = h.join(version=5, member_id=h.answer(tokens[0]).member_id, instance_id="i0")
+    assert h.answer(t).generation_id == 2 and h.answer(leader_rejoin).generation_id == 2
+
+
+def test_commit_keeps_a_member_session_alive():
+    h = Harness()
+    ids = form_group(h, n=1)
+    for _ in range(5):
+        h.advance(8_000)
+        assert h.answer(h.commit({("t", 0): 1}, member_id=ids[0], generation=1)).topics[0].partitions[0].error_code == 0
+    assert ids[0] in h.group().members
+
+
+def test_group_max_size_during_rebalance_counts_rejoined_members():
+    h = Harness(GroupSettings(num_partitions=4, initial_rebalance_delay_ms=0, max_size=2))
+    ids = form_group(h, n=2)
+    h.join(member_id=ids[0])  # rebalance: one of two rejoined
+    third = h.answer(h.join(version=3, client_id="third"))
+    assert third is None or third.error_code != 81  # 1 rejoined < 2: accepted, parked
+    assert h.answer(h.join(version=3, client_id="fourth")).error_code == 81
