@@ -44,10 +44,9 @@ from broker.client.config import SYSTEM_CLOCK, ClientConfig, Clock
 from broker.client.errors import KafkaError
 from broker.client.fetched import ConsumerRecord, aborted_batch_offsets, decode_fetched
 from broker.client.fetcher import CompletedFetch, Fetcher
-from broker.client.group_commit import CommitCallback, GroupOffsets, OffsetAndMetadata
-from broker.client.group_consumer import ConsumerGroupProtocol, RebalanceListener
-from broker.client.group_membership import GroupMembership, GroupSettings
-from broker.client.group_state import MemberState
+from broker.client.group_commit import CommitCallback, OffsetAndMetadata
+from broker.client.group_consumer import ConsumerGroup, RebalanceListener
+from broker.client.group_membership import GroupSettings
 from broker.client.metadata import Cluster
 from broker.client.offsets import (
     EARLIEST_TIMESTAMP,
@@ -145,9 +144,9 @@ class Consumer:
         self._closed = False
         self._default_api_timeout_ms = default_api_timeout_ms
         self._subscribed = False
-        self._group: _Group | None = None
+        self._group: ConsumerGroup | None = None
         if group_id is not None:
-            self._group = _Group(self, GroupSettings(group_id, group_instance_id, session_timeout_ms,
+            self._group = ConsumerGroup(self, GroupSettings(group_id, group_instance_id, session_timeout_ms,
                                                      heartbeat_interval_ms, max_poll_interval_ms),
                                  partition_assignment_strategy, enable_auto_commit, auto_commit_interval_ms)
 
@@ -255,7 +254,7 @@ class Consumer:
                 "group_instance_id": group.membership.settings.group_instance_id,
                 "state": group.membership.state.value}
 
-    def _require_group(self) -> "_Group":
+    def _require_group(self) -> ConsumerGroup:
         if self._group is None:
             raise ValueError("this needs a group_id (group.id)")
         return self._group
@@ -611,90 +610,3 @@ def _arrow():
 
     return pyarrow
 
-
-class _Group:
-    """The consumer's group parts, wired together (see the module doc)."""
-
-    def __init__(self, consumer: Consumer, settings: GroupSettings, strategy, enable_auto_commit: bool,
-                 auto_commit_interval_ms: int) -> None:
-        from broker.client.assignors import assignor_names
-
-        if auto_commit_interval_ms <= 0:
-            raise ValueError(f"auto.commit.interval.ms must be positive, got {auto_commit_interval_ms}")
-        self._consumer = consumer
-        self._clock = consumer._clock
-        self.protocol = ConsumerGroupProtocol(consumer, consumer._cluster, assignor_names(strategy),
-                                              settings.group_instance_id)
-        self.membership = GroupMembership(consumer._cluster, self.protocol, settings)
-        self.protocol.membership = self.membership
-        self.offsets = GroupOffsets(self.membership, subscribed=lambda: consumer._subscribed)
-        self.auto_commit = enable_auto_commit
-        self._auto_commit_interval_ms = auto_commit_interval_ms
-        self._next_auto_commit_ms = self._clock.monotonic_ms() + auto_commit_interval_ms
-        self._next_metadata_check_ms = 0.0
-
-    def subscribe(self, topics: list[str], pattern, listener: RebalanceListener) -> None:
-        if self.protocol.set_subscription(topics, pattern, listener):
-            self.membership.request_rejoin("the subscription changed")
-        self._next_metadata_check_ms = self._clock.monotonic_ms() + self._consumer._config.metadata_max_age_ms
-
-    def polled(self) -> None:
-        """Once per poll call: poll timer, async commit callbacks, auto-commit, metadata check."""
-        self.membership.polled()
-        self.offsets.drain(block=False)
-        now = self._clock.monotonic_ms()
-        if self.auto_commit and now >= self._next_auto_commit_ms:
-            self._next_auto_commit_ms = now + self._auto_commit_interval_ms
-            if self.membership.state == MemberState.STABLE or not self._consumer._subscribed:
-                offsets = self._consumer._commit_offsets(None)
-                if offsets:
-                    self.offsets.commit_async(offsets, None)
-        if self._consumer._subscribed and now >= self._next_metadata_check_ms:
-            self._next_metadata_check_ms = now + self._consumer._config.metadata_max_age_ms
-            reason = self.protocol.metadata_changed()
-            if reason:
-                self.membership.request_rejoin(reason)
-
-    def ensure_active(self, deadline_ms: float) -> bool:
-        """Rejoin when needed; a STABLE member whose coordinator was lost (the heartbeat thread
-        saw NOT_COORDINATOR or its session run out) looks it up again so heartbeats resume."""
-        membership = self.membership
-        if not membership.rejoin_needed():
-            if membership.coordinator_unknown():
-                try:
-                    membership.coordinator_connection(deadline_ms)
-                except KafkaError as exc:
-                    if not exc.retriable:
-                        raise
-            return True
-        return membership.ensure_active_group(deadline_ms)
-
-    def commit_quietly(self, offsets: dict) -> None:
-        """Auto-commit before a revoke or close: a failure is logged in the stats, not raised
-        (Java logs it too); the partitions are being given up either way."""
-        if not offsets:
-            return
-        try:
-            self.offsets.commit(offsets, self._consumer._default_api_timeout_ms)
-        except KafkaError as exc:
-            self.offsets.stats["auto_commit_failures"] = self.offsets.stats.get("auto_commit_failures", 0) + 1
-            self.offsets.stats["last_auto_commit_error"] = exc.name
-
-    def leave(self) -> None:
-        self.membership.close()
-        settings = self.membership.settings
-        self.membership = GroupMembership(self._consumer._cluster, self.protocol, settings)
-        self.protocol.membership = self.membership
-        self.offsets = GroupOffsets(self.membership, subscribed=lambda: self._consumer._subscribed)
-
-    def close(self, subscribed: bool) -> None:
-        try:
-            self.offsets.drain(block=True)
-        except KafkaError:
-            pass  # async commit callbacks already saw the error
-        if subscribed:
-            self.membership.close()  # on_leave_prepare commits (auto-commit) before revoking
-        else:
-            if self.auto_commit:
-                self.commit_quietly(self._consumer._commit_offsets(None))
-            self.membership.close()
