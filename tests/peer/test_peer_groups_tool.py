@@ -220,3 +220,35 @@ def test_zookeeper_store_beside_the_kafka_store(kafka_peer, zookeeper):
     groups("delete", *zk_only, "--group", zk_group)
     with ZkOffsetStore(zookeeper.connect_string) as zk:
         assert zk.fetch(zk_group) == {}
+
+
+def test_reset_plans_by_time_and_clamped_offsets(system):
+    """Dry runs for a group that does not exist yet (Kafka resets a Dead group too): the plan
+    comes from ListOffsets by timestamp and the log's bounds."""
+    bootstrap, topic, group = system.bootstrap, unique_topic("tool-time"), unique_group()
+    system.create_topic(topic, partitions=1)
+    hour_ms = 3_600_000
+    now_ms = int(time.time() * 1000)
+    with Producer(bootstrap, acks="all") as producer:
+        for i, ago in enumerate((3, 2, 1, 0)):
+            producer.send(topic, f"r{i}".encode(), partition=0, timestamp_ms=now_ms - ago * hour_ms)
+        producer.flush()
+
+    def plan(*scenario: str) -> tuple[str, str]:
+        _, out, err = groups("reset-offsets", "--bootstrap-server", bootstrap, "--group", group,
+                             "--topic", topic, *scenario)
+        assert table(out)[0] == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
+        return table(out)[1][3], err
+
+    two_hours_ago = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((now_ms - 2 * hour_ms - 60_000) / 1000))
+    assert plan("--to-datetime", f"{two_hours_ago}.000")[0] == "1"
+    assert plan("--to-datetime", f"{two_hours_ago}.000+00:00")[0] == "1"
+    assert plan("--by-duration", "PT90M")[0] == "2"
+    future = time.strftime("%Y-%m-%dT%H:%M:%S.000", time.gmtime(now_ms / 1000 + 3600))
+    offset, err = plan("--to-datetime", future)
+    assert offset == "4" and f"Partition 0 from topic {topic} is empty. Falling back" in err
+    offset, err = plan("--to-offset", "99")
+    assert offset == "4" and "New offset (99) is higher than latest offset" in err
+    assert plan("--to-earliest")[0] == "0" and plan("--to-latest")[0] == "4"
+    with KafkaOffsetStore(bootstrap) as store:
+        assert store.fetch(group) == {}  # dry runs all
