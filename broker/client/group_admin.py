@@ -200,14 +200,8 @@ class GroupAdmin:
             by_topic[topic].append({"partition_index": partition, "committed_offset": offset,
                                     "committed_leader_epoch": -1, "committed_metadata": metadata})
         topics = [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
-
-        def first_error(response) -> int:
-            codes = [p.error_code for t in response.topics for p in t.partitions if p.error_code]
-            return codes[0] if codes else ErrorCode.NONE
-
         response, _ = self._to_coordinator(
-            group, ApiKey.OFFSET_COMMIT, lambda v: _simple_commit_body(group, topics),
-            lambda r: next((c for c in [first_error(r)] if c in _COORDINATOR_MOVED), ErrorCode.NONE))
+            group, ApiKey.OFFSET_COMMIT, lambda v: _simple_commit_body(group, topics), _commit_retry_code)
         for t in response.topics:
             for p in t.partitions:
                 if p.error_code != ErrorCode.NONE:
@@ -310,6 +304,14 @@ def _group_error_text(code: int) -> str:
     if code == ErrorCode.NON_EMPTY_GROUP:
         return "The group is not empty (it has active members)."
     return KafkaError(code).message
+
+
+def _commit_retry_code(response) -> int:
+    """OffsetCommit has only partition errors; a coordinator that moved or is loading answers
+    the same code for every partition: retry the whole commit. Other codes are per partition."""
+    codes = {p.error_code for t in response.topics for p in t.partitions}
+    moved = codes & _COORDINATOR_MOVED
+    return min(moved) if moved else ErrorCode.NONE
 
 
 def _commit_error_text(code: int) -> str:

@@ -73,3 +73,76 @@ def test_kafka_store_checks_input_before_any_request(group, offsets):
     with KafkaOffsetStore("127.0.0.1:1") as store:  # nothing listens there: no request is sent
         with pytest.raises(OffsetStoreError):
             store.commit(group, offsets)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now_ms = 0.0
+
+    def monotonic_ms(self) -> float:
+        return self.now_ms
+
+    def time_ms(self) -> int:
+        return int(self.now_ms)
+
+    def sleep_ms(self, ms: float) -> None:
+        self.now_ms += ms
+
+
+class FakeCluster:
+    """Brokers 1 and 2; each request answers the next scripted OffsetCommit error code."""
+
+    def __init__(self, codes: list[int]) -> None:
+        from broker.client.config import ClientConfig
+        self.config, self.clock = ClientConfig(request_timeout_ms=1_000, retry_backoff_ms=100), FakeClock()
+        self.codes, self.asked = list(codes), []
+
+    def connection(self, node_id: int):
+        cluster = self
+
+        class Conn:
+            def version_for(self, api_key, min_version=0):
+                return 8
+
+            def request(self, api_key, body, version):
+                cluster.asked.append(node_id)
+                code = cluster.codes.pop(0)
+                return spec_for(ApiKey.OFFSET_COMMIT).response_class.from_dict({"topics": [
+                    {"name": "t", "partitions": [{"partition_index": 0, "error_code": code}]}]})
+        return Conn()
+
+    def invalidate(self, topic=None) -> None:
+        pass
+
+
+@pytest.fixture
+def coordinators(monkeypatch):
+    """FindCoordinator answers broker 1, then 2, then 1 ... (the coordinator moving)."""
+    from broker.client import group_admin
+    answers = iter([1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2])
+    monkeypatch.setattr(group_admin, "find_coordinator", lambda cluster, key, key_type: (next(answers), "h", 9))
+
+
+def test_a_moved_coordinator_is_found_again_and_the_commit_retried(coordinators):
+    from broker.client.group_admin import GroupAdmin
+    cluster = FakeCluster([ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NONE])
+    GroupAdmin(cluster=cluster).alter_group_offsets("g", {("t", 0): 5})
+    assert cluster.asked == [1, 2, 1]
+
+
+def test_refusals_name_the_group_and_are_not_retried(coordinators):
+    from broker.client.errors import KafkaError
+    from broker.client.group_admin import GroupAdmin
+    cluster = FakeCluster([ErrorCode.UNKNOWN_MEMBER_ID])
+    with pytest.raises(KafkaError, match="UNKNOWN_MEMBER_ID .*group 'g', t-0: .*active members") as caught:
+        GroupAdmin(cluster=cluster).alter_group_offsets("g", {("t", 0): 5})
+    assert caught.value.code == ErrorCode.UNKNOWN_MEMBER_ID and cluster.asked == [1]
+
+
+def test_retries_stop_at_the_request_timeout(coordinators):
+    from broker.client.errors import KafkaError
+    from broker.client.group_admin import GroupAdmin
+    cluster = FakeCluster([ErrorCode.COORDINATOR_NOT_AVAILABLE] * 50)
+    with pytest.raises(KafkaError, match="COORDINATOR_NOT_AVAILABLE .*group 'g'"):
+        GroupAdmin(cluster=cluster).alter_group_offsets("g", {("t", 0): 5})
+    assert len(cluster.asked) == 11 and cluster.clock.now_ms == 1_000  # every 100 ms for 1 s
