@@ -16,15 +16,15 @@ from wire_probe import connect
 
 from broker.wire import ApiKey, ErrorCode
 
-__all__ = ["VERSIONS", "SESSION_TIMEOUT_MS", "GroupWire", "Member", "consumer_subscription",
-           "consumer_assignment", "error_name"]
+__all__ = ["VERSIONS", "SESSION_TIMEOUT_MS", "REBALANCE_TIMEOUT_MS", "GroupWire", "Member", "join_body",
+           "sync_body", "consumer_subscription", "consumer_assignment", "error_name"]
 
 # The versions compared: the newest each side's codec and Kafka 4.1 share (checked against Kafka
 # by test_peer_group_wire.py), the ones Kafka's Java client sends to a classic group.
 VERSIONS = {
     ApiKey.JOIN_GROUP: 9, ApiKey.SYNC_GROUP: 5, ApiKey.HEARTBEAT: 4, ApiKey.LEAVE_GROUP: 5,
     ApiKey.OFFSET_COMMIT: 9, ApiKey.OFFSET_FETCH: 9, ApiKey.DESCRIBE_GROUPS: 5, ApiKey.LIST_GROUPS: 5,
-    ApiKey.DELETE_GROUPS: 2,
+    ApiKey.DELETE_GROUPS: 2, ApiKey.OFFSET_DELETE: 0,
 }
 SESSION_TIMEOUT_MS = 6_000  # Kafka's group.min.session.timeout.ms, the shortest allowed
 REBALANCE_TIMEOUT_MS = 10_000
@@ -55,6 +55,26 @@ def consumer_assignment(assignment: dict[str, list[int]]) -> bytes:
     return body + struct.pack(">i", -1)
 
 
+def join_body(group: str, member_id: str = "", *, session_timeout_ms: int = SESSION_TIMEOUT_MS,
+              protocol_type: str = "consumer", protocols: list[tuple[str, bytes]] | None = None,
+              group_instance_id: str | None = None) -> dict:
+    """A JoinGroup body; ``protocols`` default to ``range`` with an empty subscription."""
+    if protocols is None:
+        protocols = [("range", consumer_subscription([]))]
+    return {"group_id": group, "session_timeout_ms": session_timeout_ms,
+            "rebalance_timeout_ms": REBALANCE_TIMEOUT_MS, "member_id": member_id,
+            "group_instance_id": group_instance_id, "protocol_type": protocol_type,
+            "protocols": [{"name": name, "metadata": metadata} for name, metadata in protocols]}
+
+
+def sync_body(group: str, member_id: str, generation_id: int, assignments: dict[str, bytes] | None = None,
+              group_instance_id: str | None = None) -> dict:
+    """A SyncGroup body; only the leader sends ``assignments`` (member id -> assignment bytes)."""
+    return {"group_id": group, "generation_id": generation_id, "member_id": member_id,
+            "group_instance_id": group_instance_id, "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": [{"member_id": m, "assignment": a} for m, a in (assignments or {}).items()]}
+
+
 class Member:
     """A member that has joined and synced: its id and generation."""
 
@@ -81,6 +101,14 @@ class GroupWire:
     def call(self, api_key: int, body: dict, version: int | None = None):
         return self.raw.call(api_key, VERSIONS[api_key] if version is None else version, body)
 
+    def send(self, api_key: int, body: dict) -> int:
+        """Send without waiting (a JoinGroup or SyncGroup the coordinator parks); the answer is
+        ``receive(api_key, correlation id)``'s."""
+        return self.raw.send(api_key, VERSIONS[api_key], body)
+
+    def receive(self, api_key: int, correlation_id: int):
+        return self.raw.receive(api_key, VERSIONS[api_key], correlation_id)
+
     def ready(self, group: str) -> None:
         """Until ``group``'s coordinator answers for it: both systems create ``__consumer_offsets``
         on the first FindCoordinator and answer COORDINATOR_LOAD_IN_PROGRESS (or NOT_COORDINATOR)
@@ -96,27 +124,17 @@ class GroupWire:
 
     # ------------------------------------------------------------------------- the group APIs
 
-    def join(self, group: str, member_id: str = "", *, version: int | None = None,
-             session_timeout_ms: int = SESSION_TIMEOUT_MS, protocol_type: str = "consumer",
-             protocols: list[tuple[str, bytes]] | None = None, group_instance_id: str | None = None):
-        body = {"group_id": group, "session_timeout_ms": session_timeout_ms,
-                "rebalance_timeout_ms": REBALANCE_TIMEOUT_MS, "member_id": member_id,
-                "group_instance_id": group_instance_id, "protocol_type": protocol_type,
-                "protocols": [{"name": name, "metadata": metadata}
-                              for name, metadata in (
-                                  [("range", consumer_subscription([]))] if protocols is None else protocols)]}
-        return self.call(ApiKey.JOIN_GROUP, body, version)
+    def join(self, group: str, member_id: str = "", *, version: int | None = None, **options):
+        return self.call(ApiKey.JOIN_GROUP, join_body(group, member_id, **options), version)
 
     def sync(self, group: str, member_id: str, generation_id: int, assignments: dict[str, bytes] | None = None,
-             protocol_name: str | None = "range"):
-        return self.call(ApiKey.SYNC_GROUP, {
-            "group_id": group, "generation_id": generation_id, "member_id": member_id,
-            "protocol_type": "consumer", "protocol_name": protocol_name,
-            "assignments": [{"member_id": m, "assignment": a} for m, a in (assignments or {}).items()]})
+             group_instance_id: str | None = None):
+        return self.call(ApiKey.SYNC_GROUP, sync_body(group, member_id, generation_id, assignments,
+                                                      group_instance_id))
 
-    def heartbeat(self, group: str, member_id: str, generation_id: int) -> str:
+    def heartbeat(self, group: str, member_id: str, generation_id: int, group_instance_id: str | None = None) -> str:
         answer = self.call(ApiKey.HEARTBEAT, {"group_id": group, "generation_id": generation_id,
-                                              "member_id": member_id})
+                                              "member_id": member_id, "group_instance_id": group_instance_id})
         return error_name(answer.error_code)
 
     def leave(self, group: str, member_ids: list[str]) -> tuple[str, list[tuple[str, str]]]:
@@ -125,13 +143,16 @@ class GroupWire:
         return error_name(answer.error_code), [(m.member_id, error_name(m.error_code)) for m in answer.members]
 
     def commit(self, group: str, offsets: dict[tuple[str, int], int], member_id: str = "",
-               generation_id: int = -1, version: int | None = None) -> dict[tuple[str, int], str]:
+               generation_id: int = -1, version: int | None = None, group_instance_id: str | None = None,
+               metadata: str | None = None) -> dict[tuple[str, int], str]:
+        """OffsetCommit; each offset's metadata is ``m<offset>`` unless ``metadata`` is given."""
         topics: dict[str, list] = {}
         for (topic, partition), offset in offsets.items():
             topics.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset,
-                                                 "committed_metadata": f"m{offset}"})
+                                                 "committed_metadata": f"m{offset}" if metadata is None else metadata})
         answer = self.call(ApiKey.OFFSET_COMMIT, {
             "group_id": group, "generation_id_or_member_epoch": generation_id, "member_id": member_id,
+            "group_instance_id": group_instance_id,
             "topics": [{"name": t, "partitions": p} for t, p in topics.items()]}, version)
         return {(t.name, p.partition_index): error_name(p.error_code) for t in answer.topics for p in t.partitions}
 
@@ -154,6 +175,16 @@ class GroupWire:
         return error_name(answer.error_code), {
             (t.name, p.partition_index): (p.committed_offset, p.metadata, error_name(p.error_code))
             for t in answer.topics for p in t.partitions}
+
+    def delete_offsets(self, group: str, partitions: list[tuple[str, int]]) -> tuple[str, dict[tuple[str, int], str]]:
+        """OffsetDelete v0: (group error, {(topic, partition): error})."""
+        by_topic: dict[str, list[dict]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append({"partition_index": partition})
+        answer = self.call(ApiKey.OFFSET_DELETE, {"group_id": group, "topics": [
+            {"name": t, "partitions": p} for t, p in by_topic.items()]}, version=0)
+        return error_name(answer.error_code), {
+            (t.name, p.partition_index): error_name(p.error_code) for t in answer.topics for p in t.partitions}
 
     def describe(self, groups: list[str]) -> list:
         return self.call(ApiKey.DESCRIBE_GROUPS, {"groups": groups, "include_authorized_operations": False}).groups
