@@ -256,6 +256,7 @@ class ConsumerGroup:
                     if not exc.retriable:
                         raise
             return True
+        self.offsets.drain(block=True)  # JoinGroup goes on the connection async commits use
         return membership.ensure_active_group(deadline_ms)
 
     def commit_quietly(self, offsets: dict) -> None:
@@ -270,6 +271,7 @@ class ConsumerGroup:
             self.offsets.stats["last_auto_commit_error"] = exc.name
 
     def leave(self) -> None:
+        self.offsets.drain(block=True)
         self.membership.close()
         settings = self.membership.settings
         self.membership = GroupMembership(self._consumer._cluster, self.protocol, settings)

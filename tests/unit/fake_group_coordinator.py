@@ -1,5 +1,5 @@
 """A scripted classic-group coordinator for the client's membership tests: a ``FakeBroker``
-that answers ApiVersions, FindCoordinator (itself), and JoinGroup / SyncGroup / Heartbeat /
+that answers ApiVersions, Metadata (itself, no topics), FindCoordinator (itself), and JoinGroup / SyncGroup / Heartbeat /
 LeaveGroup / OffsetCommit / OffsetFetch from per-API queues of scripted answers, falling back to
 a one-member group's ordinary answers. It checks nothing a real coordinator checks: tests assert
 on what the client sent (``requests_for``) and how it reacted to each scripted answer."""
@@ -18,6 +18,7 @@ from broker.wire import (
     HeartbeatResponse,
     JoinGroupResponse,
     LeaveGroupResponse,
+    MetadataResponse,
     OffsetCommitResponse,
     OffsetFetchResponse,
     SyncGroupResponse,
@@ -71,6 +72,12 @@ class ScriptedCoordinator:
             return api_versions_response()
         if header.api_key == ApiKey.FIND_COORDINATOR:
             return self._find_coordinator(header)
+        if header.api_key == ApiKey.METADATA:  # this broker only, no topics: nothing to assign
+            return MetadataResponse(brokers=[MetadataResponse.MetadataResponseBroker(
+                node_id=0, host="127.0.0.1", port=self.broker.port)], cluster_id="scripted", controller_id=0,
+                topics=[MetadataResponse.MetadataResponseTopic(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=t.name, partitions=[])
+                    for t in (request.topics or [])])
         with self._lock:
             queue = self._scripts.get(header.api_key)
             scripted = queue.popleft() if queue else None

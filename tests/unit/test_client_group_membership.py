@@ -429,3 +429,25 @@ def test_heartbeat_not_coordinator_drops_the_coordinator_until_the_owner_looks_i
         wait_until(lambda: len(coordinator.requests(ApiKey.HEARTBEAT)) > beats, "heartbeats resume")
     finally:
         membership.close()
+
+
+def test_a_rejoin_waits_for_async_commits_in_flight_on_the_coordinator_connection(coordinator):
+    """Auto-commit sends OffsetCommit without waiting; a rebalance right after must first take
+    its answer (JoinGroup goes on the same connection, which is strict FIFO)."""
+    from broker.client.consumer import Consumer
+
+    consumer = Consumer(coordinator.bootstrap, config=FAST, group_id="g", session_timeout_ms=2000,
+                        heartbeat_interval_ms=50)
+    try:
+        consumer.subscribe(["missing-topic"])
+        assert consumer.poll(timeout_ms=0) == []
+        group = consumer._group
+        seen = []
+        group.offsets.commit_async({("missing-topic", 0): OffsetAndMetadata(3)}, lambda o, e: seen.append(e))
+        assert group.offsets.async_in_flight == 1
+        group.membership.request_rejoin("test")
+        consumer.poll(timeout_ms=0)
+        assert seen == [None] and not group.membership.rejoin_needed()
+        assert len(coordinator.requests(ApiKey.JOIN_GROUP)) == 2
+    finally:
+        consumer.close()
