@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 from typing import Mapping, TextIO
 
-from broker.client import AdminClient, ClientConfig, KafkaError
+from broker.client import SYSTEM_CLOCK, AdminClient, ClientConfig, KafkaError
 from broker.client.group_admin import GROUP_STATES, GroupAdmin, GroupDescription
 from broker.client.offset_store import KafkaOffsetStore, OffsetStoreError, ZkOffsetStore
 from broker.tools.group_plan import (
@@ -121,9 +121,9 @@ def run_groups(args: argparse.Namespace, out: TextIO, err: TextIO | None = None,
         raise ValueError(f"--timeout-ms must be positive, got {args.timeout_ms}")
     action = {"list": _list, "describe": _describe, "delete": _delete,
               "reset-offsets": _reset, "delete-offsets": _delete_offsets}[args.groups_command]
-    session = _Session(args)
+    session = _Session(args, now_ms or SYSTEM_CLOCK.time_ms)
     try:
-        return action(session, args, out, err, now_ms) if action is _reset else action(session, args, out, err)
+        return action(session, args, out, err)
     except OffsetStoreError as exc:
         raise ValueError(str(exc)) from None
     except KafkaError as exc:
@@ -146,8 +146,9 @@ def _with_defaults(args: argparse.Namespace) -> argparse.Namespace:
 class _Session:
     """The stores and clients one command uses, opened on first use, closed at the end."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, now_ms=SYSTEM_CLOCK.time_ms) -> None:
         self.args = args
+        self.now_ms = now_ms
         self._admin: AdminClient | None = None
         self._groups: GroupAdmin | None = None
         self._zk: ZkOffsetStore | None = None
@@ -344,7 +345,7 @@ def _delete(session: _Session, args, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-def _reset(session: _Session, args, out: TextIO, err: TextIO, now_ms=None) -> int:
+def _reset(session: _Session, args, out: TextIO, err: TextIO) -> int:
     store_name = session.stores(mutating=True)[0]
     group = args.group
     if store_name == "kafka":
@@ -355,7 +356,7 @@ def _reset(session: _Session, args, out: TextIO, err: TextIO, now_ms=None) -> in
     store = session.store(store_name)
     committed = store.fetch(group)
     partitions = _partitions_to_reset(session, args, committed)
-    spec = _reset_spec(args, now_ms)
+    spec = _reset_spec(args, session.now_ms)
     starts = session.log_offsets(partitions, "earliest")
     ends = session.log_offsets(partitions, "latest")
     by_time = session.log_offsets(partitions, spec.value) if spec.kind == "timestamp" else None
@@ -403,9 +404,6 @@ def _reset_spec(args, now_ms) -> ResetSpec:
     if args.to_datetime is not None:
         return ResetSpec("timestamp", parse_datetime_ms(args.to_datetime))
     assert args.by_duration is not None, "argparse requires one reset scenario"
-    if now_ms is None:
-        from broker.client.config import SYSTEM_CLOCK  # noqa: PLC0415
-        now_ms = SYSTEM_CLOCK.time_ms
     return ResetSpec("timestamp", max(now_ms() - parse_duration_ms(args.by_duration), 0))
 
 
