@@ -11,6 +11,7 @@ thread only reads what the members observed. Every wait is on a condition with a
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 import time
 
@@ -114,18 +115,22 @@ def stop_all(members: list[Member]) -> None:
             member.stop()
 
 
-def test_members_split_read_once_and_rebalance_when_one_leaves(peer):
-    """Three range members split 6 partitions two each, read every record exactly once; one
-    closes (LeaveGroup) and the other two take over its partitions, three each, resuming at the
-    committed offsets (nothing read twice, nothing lost)."""
+@pytest.mark.parametrize("strategy, split_3, split_2", [
+    ("range", [(0, 1), (2, 3), (4, 5)], [(0, 1, 2), (3, 4, 5)]),
+    ("roundrobin", [(0, 3), (1, 4), (2, 5)], [(0, 2, 4), (1, 3, 5)]),
+])
+def test_members_split_read_once_and_rebalance_when_one_leaves(peer, strategy, split_3, split_2):
+    """Three members split 6 partitions two each (as the assignor deals them), read every record
+    exactly once; one closes (LeaveGroup) and the other two take over its partitions, three
+    each, resuming at the committed offsets (nothing read twice, nothing lost)."""
     topic, group = unique_topic("grp-split"), unique_group("split")
     peer.create_topic(topic, partitions=PARTITIONS)
     # auto-commit every 20 ms: rebalances happen with async commits in flight
-    members = [Member(peer, group, [topic], partition_assignment_strategy="range", auto_commit_interval_ms=20)
+    members = [Member(peer, group, [topic], partition_assignment_strategy=strategy, auto_commit_interval_ms=20)
                for _ in range(3)]
     try:
         split = wait_until(lambda: split_of(members), "a stable split over 3 members")
-        assert split == [(0, 1), (2, 3), (4, 5)]
+        assert split == split_3
         produce(peer, topic, 20)
         wait_until(lambda: sum(len(m.records) for m in members) >= PARTITIONS * 20, "every record read")
         read = sorted(r for m in members for r in m.records)
@@ -134,7 +139,7 @@ def test_members_split_read_once_and_rebalance_when_one_leaves(peer):
             member.commit_every_poll = True
         leaver, stayers = members[0], members[1:]
         leaver.stop()
-        assert wait_until(lambda: split_of(stayers), "two members hold every partition") == [(0, 1, 2), (3, 4, 5)]
+        assert wait_until(lambda: split_of(stayers), "two members hold every partition") == split_2
         produce(peer, topic, 10, start=20)
         wait_until(lambda: sum(len(m.records) for m in members) >= PARTITIONS * 30, "the new records read")
         read = sorted(r for m in members for r in m.records)
@@ -287,3 +292,28 @@ def test_console_consume_with_a_group_resumes_where_the_last_run_stopped(peer):
 
     assert run("--max-messages", "5") == b"r0\nr1\nr2\nr3\nr4\n"
     assert run("--max-messages", "3") == b"r5\nr6\nr7\n"
+
+
+def test_a_pattern_subscription_follows_matching_topics(peer):
+    """``subscribe(pattern=...)`` takes every matching topic (whole-name match), not the others,
+    and a matching topic created later joins the assignment at the next metadata refresh."""
+    from broker.client import ClientConfig
+
+    prefix = unique_topic("grp-pat")
+    peer.create_topic(f"{prefix}-a", partitions=2)
+    peer.create_topic(f"{prefix}-b", partitions=1)
+    peer.create_topic(f"x-{prefix}-c", partitions=1)
+    consumer = Consumer(peer.bootstrap, group_id=unique_group("pattern"), auto_offset_reset="earliest",
+                        session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+                        config=ClientConfig(metadata_max_age_ms=300))
+    try:
+        consumer.subscribe(pattern=re.escape(prefix) + "-.*")
+        expected = [(f"{prefix}-a", 0), (f"{prefix}-a", 1), (f"{prefix}-b", 0)]
+        wait_until(lambda: consumer.poll(100) is not None and sorted(consumer.assignment()) == expected,
+                   "the matching topics' partitions")
+        peer.create_topic(f"{prefix}-d", partitions=1)
+        wait_until(lambda: consumer.poll(100) is not None and (f"{prefix}-d", 0) in consumer.assignment(),
+                   "the new matching topic")
+        assert sorted(consumer.subscription()) == [f"{prefix}-a", f"{prefix}-b", f"{prefix}-d"]
+    finally:
+        consumer.close()
