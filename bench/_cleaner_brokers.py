@@ -2,12 +2,15 @@
 cleaner runs, and Apache Kafka's cleaner on the same records.
 
 pylog (one broker, ``broker.tools.perf_local.LocalCluster``): the compacted topic ``compacted``
-is loaded with the benchmark's records while ``log.cleaner.enable=false``; ``pylog perf produce``
-then writes ``produce_records`` 100-byte records to ``other`` (a delete topic) with the cleaner off.
-The broker is restarted with the cleaner on (``log.cleaner.backoff.ms=100``), which at once starts
-cleaning ``compacted-0`` (dirty ratio 1.0), and the same produce runs again; the broker's log line
-"cleaned compacted-0" says when the pass ended, so the run says whether it overlapped the whole
-produce. A third produce after the pass is the idle reference after the restart.
+is loaded with the benchmark's records while ``log.cleaner.enable=false``, and a copy of its
+dirty partition directory is kept. Each round then: the broker restarted with the cleaner off and
+the dirty copy put back (no ``cleaner-offset-checkpoint``); ``pylog perf produce`` writes
+``produce_records`` 100-byte records to ``other`` (a delete topic); the broker is restarted with
+the cleaner on (``log.cleaner.backoff.ms=100``), which at once starts cleaning ``compacted-0``
+(dirty ratio 1.0), and the same produce runs again; the broker's log line "cleaned compacted-0"
+says when the pass ended, so the run says whether it overlapped the whole produce. A third
+produce after the pass is the idle reference after the restart. The ratio is during / off of the
+same round; the table gives the median over rounds (the machine's load moves between them).
 
 Kafka (one KRaft node, its own server JVM flags, ``log.cleaner.backoff.ms=100``, INFO logging so
 ``kafka.log.LogCleaner`` prints its statistics): ``compacted`` is created with
@@ -22,7 +25,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -72,11 +77,14 @@ def _produce_other(bootstrap: str, records: int) -> dict:
     return tools.pylog_perf("produce", args, timeout_s=600)
 
 
-def _restart(cluster: LocalCluster, cleaner: dict[str, str]) -> None:
-    """Stop broker 1 cleanly and start it again with ``cleaner`` settings changed."""
+def _restart(cluster: LocalCluster, cleaner: dict[str, str], while_stopped=None) -> None:
+    """Stop broker 1 cleanly and start it again with ``cleaner`` settings changed (and
+    ``while_stopped()`` run in between)."""
     popen = cluster.processes[0]
     popen.send_signal(signal.SIGTERM)
     popen.wait(120)
+    if while_stopped is not None:
+        while_stopped()
     directory = cluster.root / "broker-1"
     config = directory / "server.properties"
     lines = [line for line in config.read_text().splitlines() if line.split("=")[0] not in cleaner]
@@ -96,7 +104,8 @@ def _cleaned_lines(cluster: LocalCluster) -> int:
     return (cluster.root / "broker-1" / "broker.log").read_text(errors="replace").count("cleaned compacted-0:")
 
 
-def pylog_produce_during_cleaning(root: Path, records: int, keys: int, produce_records: int) -> dict:
+def pylog_produce_during_cleaning(root: Path, records: int, keys: int, produce_records: int,
+                                  rounds: int = 1) -> dict:
     overrides = {"log.cleaner.enable": "false", "log.segment.bytes": str(SEGMENT_BYTES)}
     with LocalCluster(1, overrides, root=root) as cluster:
         with AdminClient(cluster.bootstrap) as admin:
@@ -104,19 +113,41 @@ def pylog_produce_during_cleaning(root: Path, records: int, keys: int, produce_r
                                 config={"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES)})
             admin.create_topics("other", partitions=1, replication_factor=1)
         load_s = load(cluster.bootstrap, "compacted", records, keys)
-        os.sync()  # the load's dirty pages written back before any measurement, not during one
-        without = _produce_other(cluster.bootstrap, produce_records)
-        _restart(cluster, {"log.cleaner.enable": "true", "log.cleaner.backoff.ms": "100"})
-        started = time.perf_counter()
-        during = _produce_other(cluster.bootstrap, produce_records)
-        produce_end = time.perf_counter() - started
-        overlapped = _cleaned_lines(cluster) == 0
-        while _cleaned_lines(cluster) == 0 and time.perf_counter() - started < 1800:
-            time.sleep(0.2)
-        clean_s = time.perf_counter() - started
-        after = _produce_other(cluster.bootstrap, produce_records)
-    return {"load_s": load_s, "without": without, "during": during, "after": after, "produce_s": produce_end,
-            "broker_clean_s": clean_s, "overlapped": overlapped}
+        data = cluster.root / "broker-1" / "data"
+        saved = root / "compacted-0.dirty"
+
+        def save() -> None:
+            shutil.copytree(data / "compacted-0", saved)
+
+        def restore() -> None:
+            shutil.rmtree(data / "compacted-0")
+            shutil.copytree(saved, data / "compacted-0")
+            (data / "cleaner-offset-checkpoint").unlink(missing_ok=True)
+
+        _restart(cluster, {}, save)
+        runs = [_round(cluster, produce_records, restore if n else None) for n in range(rounds)]
+    ratios = [run["during"]["mb_per_sec"] / run["without"]["mb_per_sec"] for run in runs]
+    return {"load_s": load_s, "rounds": runs, "ratios": ratios, "median_ratio": statistics.median(ratios),
+            **runs[0]}
+
+
+def _round(cluster: LocalCluster, produce_records: int, restore) -> dict:
+    if restore is not None:
+        _restart(cluster, {"log.cleaner.enable": "false"}, restore)
+    os.sync()  # the load's (or restore's) dirty pages written back before any measurement, not during one
+    without = _produce_other(cluster.bootstrap, produce_records)
+    cleaned_before = _cleaned_lines(cluster)
+    _restart(cluster, {"log.cleaner.enable": "true", "log.cleaner.backoff.ms": "100"})
+    started = time.perf_counter()
+    during = _produce_other(cluster.bootstrap, produce_records)
+    produce_end = time.perf_counter() - started
+    overlapped = _cleaned_lines(cluster) == cleaned_before
+    while _cleaned_lines(cluster) == cleaned_before and time.perf_counter() - started < 1800:
+        time.sleep(0.2)
+    clean_s = time.perf_counter() - started
+    after = _produce_other(cluster.bootstrap, produce_records)
+    return {"without": without, "during": during, "after": after, "produce_s": produce_end,
+            "broker_clean_s": clean_s, "overlapped": overlapped, "load": round(os.getloadavg()[0], 1)}
 
 
 def kafka_cleaner(root: Path, records: int, keys: int) -> dict:

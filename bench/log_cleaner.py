@@ -1,7 +1,7 @@
 """The log cleaner (issue 13's benchmark): pylog's cleaning throughput, memory and effect on
 produce, beside Apache Kafka's cleaner on the same records, in one run.
 
-    python bench/log_cleaner.py [--quick] [--records N] [--keys N] [--dir DIR] [--skip-broker] [--skip-kafka]
+    python bench/log_cleaner.py [--quick] [--rounds N] [--records N] [--keys N] [--dir DIR] [--skip-broker] [--skip-kafka]
 
 Records: ``--records`` (default 10 M) of 100 bytes of key and value (``bench/_cleaner_data.py``),
 keys uniform over ``--keys`` (default 1 M), 16 KiB batches, 128 MiB segments, about 1.1 GiB of
@@ -21,8 +21,10 @@ copy being cleaned, the pylog broker's and Kafka's copies). ``--quick``: 1 M rec
     target >= 0.8x;
 (e) Apache Kafka 4.1's cleaner on the same records (its own statistics line).
 
-The machine's 1-minute load average is printed with the table: on a shared 2-core machine every
-number moves with it.
+``--rounds`` (default 3): (a) and (b) are measured in turn that many times, and (d) that many
+rounds; each ratio is taken within a round (both sides under the same load) and the table gives
+the median with the rounds' ratios beside it. The machine's 1-minute load average is printed with
+the table: on a shared 2-core machine every number moves with it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -60,6 +63,15 @@ def _clean_in_subprocess(source: Path, work: Path, dedupe_bytes: int, segment_by
     return out
 
 
+def _clean_row(source: Path, root: Path, buffer: int, segment_bytes: int, name: str) -> dict:
+    out = _clean_in_subprocess(source, root / "work-0", buffer, segment_bytes)
+    out["mb_per_s"] = out["bytes_read"] / out["seconds"] / 1e6
+    out["dedupe_bytes"] = buffer
+    out["extra_rss_bytes"] = out["peak_rss_bytes"] - out["baseline_rss_bytes"]
+    report(f"cleaner.{name}_pylog_clean", **out)
+    return out
+
+
 def _load() -> float:
     return round(os.getloadavg()[0], 1)
 
@@ -72,6 +84,7 @@ def main() -> None:
     parser.add_argument("--segment-mib", type=int, default=None)
     parser.add_argument("--produce-records", type=int, default=None,
                         help="records per produce run of (d) (default 3 M, quick 500 k)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of (a)+(b) and of (d); medians reported")
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the temporary data goes")
     parser.add_argument("--skip-kafka", action="store_true")
     parser.add_argument("--skip-broker", action="store_true")
@@ -90,22 +103,26 @@ def main() -> None:
         built = data.build_log(source, records, keys, segment_bytes)
         report("cleaner.log", **built)
         data.read_with_crc(source)  # page cache warm for every row alike
-        seconds, size, count = data.read_with_crc(source)
-        rows["a"] = {"seconds": seconds, "mb_per_s": size / seconds / 1e6}
-        report("cleaner.a_read_crc", **rows["a"], records=count)
-        for name, buffer in (("b", 128 * MIB), ("c", 64 * MIB)):
-            out = _clean_in_subprocess(source, root / "work-0", buffer, segment_bytes)
-            out["mb_per_s"] = out["bytes_read"] / out["seconds"] / 1e6
-            out["dedupe_bytes"] = buffer
-            out["extra_rss_bytes"] = out["peak_rss_bytes"] - out["baseline_rss_bytes"]
-            rows[name] = out
-            report(f"cleaner.{name}_pylog_clean", **out)
+        rounds = []
+        for _ in range(args.rounds):  # (a) and (b) in turn: each round's ratio under one load
+            seconds, size, count = data.read_with_crc(source)
+            a = {"seconds": seconds, "mb_per_s": size / seconds / 1e6}
+            report("cleaner.a_read_crc", **a, records=count)
+            b = _clean_row(source, root, 128 * MIB, segment_bytes, "b")
+            rounds.append((a, b, b["mb_per_s"] / a["mb_per_s"]))
             loads.append(_load())
+        middle = sorted(rounds, key=lambda r: r[2])[len(rounds) // 2]
+        rows["a"], rows["b"] = middle[0], middle[1]
+        rows["b"]["ratios"] = [r[2] for r in rounds]
+        rows["c"] = _clean_row(source, root, 64 * MIB, segment_bytes, "c")
+        loads.append(_load())
         if not args.skip_broker:
             import _cleaner_brokers as brokers
 
-            rows["d"] = brokers.pylog_produce_during_cleaning(root / "pylog", records, keys, produce_records)
-            report("cleaner.d_produce", **{k: v for k, v in rows["d"].items()})
+            rows["d"] = brokers.pylog_produce_during_cleaning(root / "pylog", records, keys, produce_records,
+                                                              rounds=args.rounds)
+            report("cleaner.d_produce", load_s=rows["d"]["load_s"], ratios=rows["d"]["ratios"],
+                   median_ratio=rows["d"]["median_ratio"])
             loads.append(_load())
         if not args.skip_kafka:
             import _cleaner_brokers as brokers
@@ -132,8 +149,10 @@ def print_table(rows: dict, built: dict, records: int, keys: int, loads: list[fl
     kafka_rate = e["mb"] * 1.048576 / e["seconds"] if e and e["seconds"] else None
     kafka_cell = f"{kafka_rate:,.0f} MB/s ({e['seconds']:.1f} s; {e['wall_s']:.1f} s wall)" if kafka_rate else "-"
     ratio = f"{b['mb_per_s'] / kafka_rate:.2f}x of Kafka" if kafka_rate else ""
+    ratios = ", ".join(f"{r:.2f}" for r in b["ratios"])
     print(f"| (b) cleaning, 128 MiB buffer | {b['mb_per_s']:,.0f} MB/s ({b['seconds']:.1f} s, {b['passes']} pass(es)) "
-          f"= {b['mb_per_s'] / a['mb_per_s']:.2f}x (a) | {kafka_cell} | {ratio} |")
+          f"= {b['mb_per_s'] / a['mb_per_s']:.2f}x (a), the median round of {len(b['ratios'])} ({ratios}) "
+          f"| {kafka_cell} | {ratio} |")
     kafka_left = f"{e['end_messages']:,} records left" if e and e.get("end_messages") else ""
     print(f"| records left in the cleaned segments | {b['records_after']:,} | {kafka_left} | |")
     for row in (b, c):
@@ -141,10 +160,12 @@ def print_table(rows: dict, built: dict, records: int, keys: int, loads: list[fl
               f"{row['baseline_rss_bytes'] / MIB:,.0f} MiB before + {row['extra_rss_bytes'] / MIB:,.0f} MiB | | |")
     d = rows.get("d")
     if d:
-        without, during, after = (d[k]["mb_per_sec"] for k in ("without", "during", "after"))
-        print(f"| (d) produce to another topic, cleaner off / during cleaning / after | {without:,.1f} / "
-              f"{during:,.1f} / {after:,.1f} MB/s = {during / without:.2f}x "
-              f"(overlapped: {d['overlapped']}, broker pass {d['broker_clean_s']:.0f} s) | | |")
+        for n, run in enumerate(d["rounds"], 1):
+            without, during, after = (run[k]["mb_per_sec"] for k in ("without", "during", "after"))
+            print(f"| (d) round {n}: produce to another topic, cleaner off / during cleaning / after | "
+                  f"{without:,.1f} / {during:,.1f} / {after:,.1f} MB/s = {during / without:.2f}x (overlapped: "
+                  f"{run['overlapped']}, broker pass {run['broker_clean_s']:.0f} s, load {run['load']}) | | |")
+        print(f"| (d) during / off, median of {len(d['ratios'])} rounds | {d['median_ratio']:.2f}x | | |")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """The broker's log cleaner: picks compacted logs and runs cleaning passes on cleaner threads.
 
 The pass itself lives in ``broker.log.cleaner`` (``cleaning_pass``: plan and swap on the event
-loop, the reading and writing on a thread through ``asyncio.to_thread``). This shell decides
-what to clean and keeps the bookkeeping, like Kafka's ``LogCleanerManager``:
+loop; the reading and writing in a worker process, ``worker.py``, one per cleaner thread, so the
+pass never holds the broker's GIL; or, with ``worker_process=False``, on a thread through
+``asyncio.to_thread``). This shell decides what to clean and keeps the bookkeeping, like Kafka's
+``LogCleanerManager``:
 
 - Candidates are the partitions of this broker whose ``cleanup.policy`` includes ``compact``,
   leaders and followers alike (each replica cleans its own copy). Among them ``choose_log``
@@ -12,6 +14,9 @@ what to clean and keeps the bookkeeping, like Kafka's ``LogCleanerManager``:
 - A pass cleans up to the partition's high watermark and last stable offset, keeps the last
   batch of every producer the partition's producer state knows, and ends by writing the new
   first dirty offset to ``cleaner-offset-checkpoint`` in the log's directory (Kafka's format).
+- Every pass moves the first dirty offset on: a log whose dirty range is empty (the checkpoint at
+  its first uncleanable offset, even inside a segment: ``plan.cleanable_section``) is not a
+  candidate until that range grows, rather than copied again every ``log.cleaner.backoff.ms``.
 - A log whose pass raises (a CRC error in a segment, a full disk while writing ``.cleaned``
   files: the old segments stay untouched) is marked uncleanable and skipped from then on; the
   error is logged, the broker and the other logs go on. ``statistics()`` reports them, and so
@@ -34,6 +39,7 @@ from broker.log.cleaner.cleaning_pass import CleanerSettings, begin_pass, summar
 from broker.log.cleaner.key_hash import new_hash_keys
 from broker.log.cleaner.plan import choose_log, cleanable_section
 from broker.log.cleaner.status import CLEANER_CHECKPOINT, clear_uncleanable, write_uncleanable
+from broker.log.cleaner.worker import CleanerWorker
 from broker.log.errors import CheckpointError
 
 __all__ = ["CLEANER_CHECKPOINT", "CleanerStatistics", "LogCleanerService"]
@@ -59,7 +65,7 @@ class LogCleanerService:
 
     def __init__(self, replicas, settings: CleanerSettings, *, threads: int, backoff_ms: int,
                  now_ms: Callable[[], int], rng: random.Random,
-                 sleep: Callable[[float], object] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], object] = asyncio.sleep, worker_process: bool = True) -> None:
         assert threads >= 1 and backoff_ms >= 1
         self._replicas = replicas
         self._settings = settings._replace(hash_keys=new_hash_keys(rng))
@@ -69,12 +75,23 @@ class LogCleanerService:
         self._sleep = sleep
         self._in_progress: set[TopicPartition] = set()
         self._checkpoints: dict[Path, dict[TopicPartition, int]] = {}
+        self._worker_process = worker_process
+        self._idle_workers: list[CleanerWorker] = []  # worker processes not running a pass now
         self.stats = CleanerStatistics()
 
     async def run(self) -> None:
-        async with asyncio.TaskGroup() as group:
-            for n in range(self._threads):
-                group.create_task(self._worker(), name=f"log-cleaner-{n}")
+        try:
+            async with asyncio.TaskGroup() as group:
+                for n in range(self._threads):
+                    group.create_task(self._worker(), name=f"log-cleaner-{n}")
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the idle worker processes (a busy one stops when its pass is cancelled)."""
+        workers, self._idle_workers = self._idle_workers, []
+        for worker in workers:
+            worker.close()
 
     async def _worker(self) -> None:
         while True:
@@ -124,10 +141,7 @@ class LogCleanerService:
         if cleaning is None:
             return None
         try:
-            await asyncio.to_thread(cleaning.build_map)
-            for group in cleaning.groups:
-                cleaned = await asyncio.to_thread(cleaning.clean, group)
-                cleaning.swap(group, cleaned)
+            await self._run_pass(cleaning)
             stats = cleaning.stats()
             self.stats.passes += 1
             self.stats.bytes_read += stats.bytes_read
@@ -150,6 +164,19 @@ class LogCleanerService:
             return self._mark_uncleanable(tp, exc)
         finally:
             cleaning.close()
+
+    async def _run_pass(self, cleaning) -> None:
+        if not self._worker_process:
+            await asyncio.to_thread(cleaning.build_map)
+            for group in cleaning.groups:
+                cleaned = await asyncio.to_thread(cleaning.clean, group)
+                cleaning.swap(group, cleaned)
+            return
+        worker = self._idle_workers.pop() if self._idle_workers else CleanerWorker()
+        try:
+            await worker.run_pass(cleaning)
+        finally:
+            self._idle_workers.append(worker)  # closed after a failure: it starts afresh
 
     def _mark_uncleanable(self, tp: TopicPartition, exc: BaseException) -> None:
         logger.error("log %s-%d is uncleanable from now on: %s", *tp, exc, exc_info=exc)

@@ -69,9 +69,11 @@ def make_log(root: Path, name: str, config: LogConfig, clock: Clock, seed: int):
     return StubPartition(name, 0, log), writes
 
 
-def service(replicas) -> LogCleanerService:
+def service(replicas, worker_process: bool = False) -> LogCleanerService:
+    """The service with its passes on a thread (monkeypatching reaches them there), or in a
+    worker process as in the broker."""
     return LogCleanerService(replicas, CleanerSettings(io_buffer_bytes=700), threads=1, backoff_ms=10,
-                             now_ms=Clock(), rng=random.Random(1))
+                             now_ms=Clock(), rng=random.Random(1), worker_process=worker_process)
 
 
 def run_pass(cleaner: LogCleanerService):
@@ -126,3 +128,118 @@ def test_a_full_disk_while_writing_the_cleaned_copy_leaves_the_segments_intact(t
     assert "No space left" in cleaner.stats.uncleanable[("table", 0)]
     assert list(table.log.segments) == segments and read_all(table.log) == before
     assert not [p for p in (tmp_path / "table-0").iterdir() if p.name.endswith((".cleaned", ".swap"))]
+
+
+@dataclass
+class LaggingPartition(StubPartition):
+    """A partition whose high watermark the test sets (a follower behind, or a leader waiting)."""
+
+    hw: int = 0
+
+    @property
+    def high_watermark(self) -> int:
+        return self.hw
+
+    last_stable_offset = high_watermark
+
+
+def test_a_log_whose_dirty_range_is_empty_is_not_copied_again_every_backoff(tmp_path):
+    """The checkpoint inside a segment, and the high watermark there too: nothing is dirty. That
+    segment used to count as dirty, and a pass that mapped nothing rewrote the clean section
+    again at every backoff."""
+    clock = Clock()
+    table, writes = make_log(tmp_path, "table", COMPACT, clock, 9)
+    partition = LaggingPartition("table", 0, table.log, hw=table.log.log_end_offset)
+    cleaner = service(StubReplicas(tmp_path, [partition]))
+    assert run_pass(cleaner) == 300
+    write(table.log, [(b"key-%d" % (i % 4), b"new%d" % i) for i in range(60)])
+    table.log.roll()
+    segment = next(s for s in table.log.segments if s.base_offset >= 300 and s.next_offset - s.base_offset > 2)
+    inside = segment.base_offset + 2
+    partition.hw = inside
+    cleaner._write_checkpoint(("table", 0), inside)  # as a pass whose offset map filled there leaves it
+    files = {s.base_offset: s.log_path.stat().st_mtime_ns for s in table.log.segments}
+    for _ in range(3):
+        assert cleaner._next_partition() is None
+    assert cleaner.stats.passes == 1
+    assert {s.base_offset: s.log_path.stat().st_mtime_ns for s in table.log.segments} == files
+    partition.hw = table.log.log_end_offset  # the range grows: cleaned again, from there on
+    assert run_pass(cleaner) == table.log.log_end_offset and cleaner.stats.passes == 2
+    assert read_all(table.log) == model(writes + [(b"key-%d" % (i % 4), b"new%d" % i) for i in range(60)],
+                                        drop_tombstones=False)
+
+
+# -- the pass in a worker process (the broker's way) -------------------------------------------------
+
+def _segment_bytes(log) -> list[bytes]:
+    return [s.log_path.read_bytes() for s in log.segments]
+
+
+def test_a_worker_process_writes_exactly_what_the_thread_writes(tmp_path):
+    clock = Clock()
+    threaded, writes = make_log(tmp_path / "a", "table", COMPACT, clock, 11)
+    remote, _ = make_log(tmp_path / "b", "table", COMPACT, clock, 11)
+    by_thread = service(StubReplicas(tmp_path / "a", [threaded]))
+    by_worker = service(StubReplicas(tmp_path / "b", [remote]), worker_process=True)
+    try:
+        for _ in range(2):  # the second pass reuses the worker
+            assert run_pass(by_thread) == run_pass(by_worker)
+            assert _segment_bytes(threaded.log) == _segment_bytes(remote.log)
+            write(threaded.log, writes[:90])
+            write(remote.log, writes[:90])
+            threaded.log.roll()
+            remote.log.roll()
+        assert read_all(remote.log) == read_all(threaded.log)
+        assert by_worker.stats.bytes_written == by_thread.stats.bytes_written > 0
+        assert read_checkpoint(tmp_path / "b" / CLEANER_CHECKPOINT) == read_checkpoint(tmp_path / "a" / CLEANER_CHECKPOINT)
+    finally:
+        by_worker.close()
+
+
+def test_an_error_in_the_worker_makes_the_log_uncleanable_as_on_a_thread(tmp_path):
+    clock = Clock()
+    bad, _ = make_log(tmp_path, "bad", COMPACT, clock, 3)
+    first = bad.log.segments[0]
+    with open(first.log_path, "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 0x40]))
+    before = first.log_path.read_bytes()
+    cleaner = service(StubReplicas(tmp_path, [bad]), worker_process=True)
+    try:
+        assert run_pass(cleaner) is None
+        assert "CorruptRecordError" in cleaner.stats.uncleanable[("bad", 0)]
+        assert "CRC" in cleaner.stats.uncleanable[("bad", 0)]
+        assert first.log_path.read_bytes() == before and bad.log.segments[0] is first
+    finally:
+        cleaner.close()
+
+
+def test_a_worker_killed_during_a_pass_leaves_the_log_whole_and_the_next_pass_starts_a_new_one(tmp_path, monkeypatch):
+    from broker.log.cleaner.worker import CleanerWorker
+
+    clock = Clock()
+    killed, _ = make_log(tmp_path, "killed", COMPACT, clock, 5)
+    other, other_writes = make_log(tmp_path, "other", COMPACT, clock, 6)
+    before = read_all(killed.log)
+    segments = list(killed.log.segments)
+    send = CleanerWorker._send
+
+    def send_then_kill(worker, message):
+        send(worker, message)
+        if message == "clean":
+            worker._process.kill()
+
+    monkeypatch.setattr(CleanerWorker, "_send", send_then_kill)
+    cleaner = service(StubReplicas(tmp_path, [killed]), worker_process=True)
+    try:
+        assert asyncio.run(cleaner.clean(killed)) is None
+        assert "cleaner process died" in cleaner.stats.uncleanable[("killed", 0)]
+        assert list(killed.log.segments) == segments and read_all(killed.log) == before
+        assert not [p for p in (tmp_path / "killed-0").iterdir() if p.name.endswith((".cleaned", ".swap"))]
+        monkeypatch.setattr(CleanerWorker, "_send", send)
+        assert asyncio.run(cleaner.clean(other)) == 300
+        assert read_all(other.log) == model(other_writes, drop_tombstones=False)
+    finally:
+        cleaner.close()

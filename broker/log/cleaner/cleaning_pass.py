@@ -8,8 +8,10 @@
     cleaning_pass.close()                  # any thread: close the pass's file descriptors
 
 ``clean_once`` runs all of it on the calling thread (tools, tests, benchmarks). The broker's shell
-(``broker/server/log_cleaner.py``) runs the middle phases with ``asyncio.to_thread``. After the
-pass ``end_offset`` is the new first dirty offset for ``cleaner-offset-checkpoint``.
+(``broker/server/log_cleaner.py``) runs the middle phases in a worker process (``worker.py``:
+``request`` is what it sends, ``adopt_map`` takes the worker's answer, and ``swap`` then takes
+the worker's cleaned groups), or on a thread with ``asyncio.to_thread``. After the pass
+``end_offset`` is the new first dirty offset for ``cleaner-offset-checkpoint``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from broker.log.cleaner.swap import swap_in
 from broker.log.segment import LogSegment
 from broker.records import DEFAULT_LIMITS, BatchLimits
 
-__all__ = ["CleanerSettings", "CleaningPass", "PassStats", "begin_pass", "clean_once", "summarize"]
+__all__ = ["CleanerSettings", "CleaningPass", "PassStats", "begin_pass", "clean_once", "group_bases", "plan_groups",
+           "summarize"]
 
 
 class CleanerSettings(NamedTuple):
@@ -58,6 +61,17 @@ def summarize(segments: Sequence[LogSegment]) -> list[SegmentSummary]:
                            s.first_batch_timestamp) for s in segments]
 
 
+def plan_groups(summaries: Sequence[SegmentSummary], map_end_offset: int, config) -> list[list[SegmentSummary]]:
+    """The groups to clean: the non-empty segments below where the offset map ended."""
+    cleanable = [s for s in summaries if s.base_offset < map_end_offset and s.size > 0]
+    return group_segments(cleanable, segment_bytes=config.segment_bytes, index_bytes=config.segment_index_bytes,
+                          index_interval_bytes=config.index_interval_bytes)
+
+
+def group_bases(groups: Sequence[Sequence[SegmentSummary]]) -> list[list[int]]:
+    return [[summary.base_offset for summary in group] for group in groups]
+
+
 class CleaningPass:
     """See the module docstring; made by ``begin_pass``."""
 
@@ -81,6 +95,7 @@ class CleaningPass:
             raise
         self._throttler = Throttler(settings.io_max_bytes_per_second)
         self.offset_map: OffsetMap | None = None
+        self._map_end_offset: int | None = None  # set by adopt_map when a worker built the map
         self.groups: list[list[LogSegment]] = []
         self._retention: RetentionPass | None = None
         self._written = self._swapped = self._stale = 0
@@ -88,6 +103,8 @@ class CleaningPass:
     @property
     def end_offset(self) -> int:
         """Where the next pass starts mapping (the map's end once built)."""
+        if self._map_end_offset is not None:
+            return self._map_end_offset
         return self.offset_map.end_offset if self.offset_map is not None else self.section.first_dirty_offset
 
     @property
@@ -107,15 +124,33 @@ class CleaningPass:
             capacity=capacity_for(self.settings.dedupe_buffer_bytes), keys=self.settings.hash_keys,
             aborted=self._aborted, limits=self.settings.limits, chunk_bytes=self.settings.io_buffer_bytes,
             throttler=self._throttler)
-        cleanable = [s for s in self._segments if s.base_offset < self.offset_map.end_offset and s.size > 0]
         config = self.log.config
-        by_base = {s.base_offset: s for s in cleanable}
-        self.groups = [[by_base[summary.base_offset] for summary in group] for group in group_segments(
-            summarize(cleanable), segment_bytes=config.segment_bytes, index_bytes=config.segment_index_bytes,
-            index_interval_bytes=config.index_interval_bytes)]
+        self._set_groups(group_bases(plan_groups(summarize(self._segments), self.offset_map.end_offset, config)))
         self._retention = RetentionPass(
             self.offset_map, now_ms=self._now_ms, delete_retention_ms=config.delete_retention_ms,
             producer_last_offsets=self._producer_last_offsets, aborted=self._aborted)
+
+    def _set_groups(self, bases: list[list[int]]) -> None:
+        by_base = {s.base_offset: s for s in self._segments}
+        self.groups = [[by_base[base] for base in group] for group in bases]
+
+    def request(self):
+        """The log's thread: the pass for a worker process (``worker.PassRequest``) and the
+        descriptors of its segment files, in the order of ``request.files``."""
+        from broker.log.cleaner.worker import PassRequest
+
+        files = [self._files[s.base_offset] for s in self._segments]
+        request = PassRequest(
+            self.log.directory, self.log.config, self.settings, self.section.first_dirty_offset,
+            self.section.first_uncleanable_offset, summarize(self._segments),
+            [(f.base_offset, f.path, f.size) for f in files], self._now_ms, dict(self._producer_last_offsets),
+            list(self._aborted))
+        return request, [f.fd for f in files]
+
+    def adopt_map(self, end_offset: int, bases: list[list[int]]) -> None:
+        """The log's thread: a worker built the map up to ``end_offset`` and grouped the segments."""
+        self._map_end_offset = end_offset
+        self._set_groups(bases)
 
     def clean(self, group: list[LogSegment]) -> LogSegment | None:
         """Cleaner thread: the cleaned copy of ``group`` (groups must be cleaned in order)."""
@@ -128,10 +163,13 @@ class CleaningPass:
             self._written += cleaned.size
         return cleaned
 
-    def swap(self, group: list[LogSegment], cleaned: LogSegment | None) -> bool:
-        """The log's thread: swap ``cleaned`` in for ``group``; False when the log changed."""
+    def swap(self, group: list[LogSegment], cleaned) -> bool:
+        """The log's thread: swap ``cleaned`` (a ``LogSegment`` from ``clean``, or a worker's
+        ``CleanedFiles``) in for ``group``; False when the log changed."""
         if cleaned is None:
             return False
+        if self._map_end_offset is not None:
+            self._written += cleaned.size
         if swap_in(self.log, cleaned, group, self._version, CLEANED_FILE_SUFFIX, self.settings.limits):
             self._version = self.log.structure_version
             self._swapped += 1

@@ -72,7 +72,10 @@ def cleanable_section(segments: Sequence[SegmentSummary], *, log_start_offset: i
     uncleanable = max(uncleanable, first_dirty)
     live = [s for s in segments if s.next_offset > log_start_offset or s.base_offset >= log_start_offset]
     clean = sum(s.size for s in live if s.next_offset <= first_dirty)
-    dirty_segments = [s for s in live if s.next_offset > first_dirty and s.base_offset < uncleanable]
+    # An empty range maps nothing, even when first dirty lies inside a segment (Kafka's
+    # logSegments(from, to) is empty for from == to): no pass that would only copy the log again.
+    dirty_segments = [s for s in live if s.next_offset > first_dirty and s.base_offset < uncleanable
+                      and first_dirty < uncleanable]
     dirty = sum(s.size for s in dirty_segments)
     oldest = dirty_segments[0].first_batch_timestamp if dirty_segments else -1
     max_lag = oldest >= 0 and now_ms - oldest > max_compaction_lag_ms
