@@ -260,3 +260,50 @@ def test_dump_log_decodes_the_offsets_segment(group_peer):
     metadata = [{**v, "version": int(v["version"])} for k, v in records if k["type"] == "2"]
     check_group_metadata(metadata, topic, member_id)
     assert [k["type"] for k, _ in records] == ["1", "1", "2", "1", "2"]  # in the order written
+
+
+# --------------------------------------------------- kafka-consumer-groups changing a group
+
+
+def consumer_groups_lines(peer, *args: str) -> list[str]:
+    """kafka-consumer-groups' stdout lines (it prints its refusals there, with exit status 0)."""
+    out = tool("kafka-consumer-groups", ["--bootstrap-server", peer.bootstrap, *args])
+    return [line.rstrip() for line in out.splitlines() if line.strip()]
+
+
+def test_consumer_groups_reset_delete_offsets_and_delete(group_peer):
+    """--reset-offsets --execute and --delete-offsets on an Empty group (simple commits and
+    OffsetDelete through Kafka's admin client), both refused while a member is active, as is
+    --delete; --delete of the Empty group then succeeds."""
+    topic, group = unique_topic("tools-reset"), unique_group("tools-reset")
+    group_peer.create_topic(topic, partitions=2)
+    produce_spread(group_peer, topic, 2, 10)
+    with GroupWire(group_peer) as wire:
+        wire.ready(group)
+        wire.commit(group, {(topic, 0): 4, (topic, 1): 6})
+        header, rows, _ = consumer_groups(group_peer, "--reset-offsets", "--group", group, "--topic", topic,
+                                          "--shift-by", "3", "--execute")
+        assert (header, rows) == (["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+                                  [[group, topic, "0", "7"], [group, topic, "1", "9"]])
+        assert wire.fetch_offsets(group, None) == ("NONE", {(topic, 0): (7, "", "NONE"), (topic, 1): (9, "", "NONE")})
+        assert consumer_groups_lines(group_peer, "--delete-offsets", "--group", group, "--topic", f"{topic}:1") == [
+            f"Request succeeded for deleting offsets from group {group}.",
+            "TOPIC           PARTITION  STATUS", f"{topic:<15} 1          Successful"]
+        assert wire.fetch_offsets(group, None) == ("NONE", {(topic, 0): (7, "", "NONE")})
+
+        member = GroupMember("confluent", group_peer.bootstrap, group, [topic])
+        try:
+            wait_until(lambda: len(member.assignment) == 2, f"{group}'s member holds both partitions")
+            refused = consumer_groups_lines(group_peer, "--reset-offsets", "--group", group, "--topic", topic,
+                                            "--to-latest", "--execute")
+            assert refused[0] == (f"Error: Assignments can only be reset if the group '{group}' is inactive, "
+                                  "but the current state is Stable.")
+            assert consumer_groups_lines(group_peer, "--delete", "--group", group) == [
+                "Error: Deletion of some consumer groups failed:",
+                f"* Group '{group}' could not be deleted due to: org.apache.kafka.common.errors."
+                "GroupNotEmptyException: The group is not empty."]
+        finally:
+            member.stop()
+        assert wire.fetch_offsets(group, None)[1][(topic, 0)][0] == 7  # the refused reset changed nothing
+    assert consumer_groups_lines(group_peer, "--delete", "--group", group) == [
+        f"Deletion of requested consumer groups ('{group}') was successful."]
