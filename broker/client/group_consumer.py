@@ -149,15 +149,17 @@ class ConsumerGroupProtocol:
             self._drop([tp for tp in self.owned if tp[0] not in self.topics], lost=False)
 
     def _drop(self, tps: list[TopicPartition], lost: bool) -> None:
+        """Auto-commit (unless lost), then the listener, and only then the assignment shrinks
+        (Java ``onJoinPrepare``): ``on_revoke`` may still commit or read positions of ``tps``."""
         tps = sorted(tps)
         if not tps:
             return
         if not lost:
             self._owner._group_commit_owned(tps)
+        (self.listener.lost if lost else self.listener.revoked)(tps)
         keep = [tp for tp in self.owned if tp not in set(tps)]
         self.owned = keep
         self._owner._group_assign(keep)
-        (self.listener.lost if lost else self.listener.revoked)(tps)
 
     def perform_assignment(self, protocol_name: str, members: list[JoinedMember]) -> dict[str, bytes]:
         assign = ASSIGNORS[protocol_name]

@@ -59,7 +59,7 @@ def produce(peer, topic: str, per_partition: int, start: int = 0) -> None:
 class Member:
     """One pylog ``Consumer`` in a group, polled by its own thread until ``stop``."""
 
-    def __init__(self, peer, group: str, topics, **options) -> None:
+    def __init__(self, peer, group: str, topics, commit_on_revoke: bool = False, **options) -> None:
         options = {"auto_offset_reset": "earliest", "session_timeout_ms": SESSION_TIMEOUT_MS,
                    "heartbeat_interval_ms": HEARTBEAT_INTERVAL_MS, **options}
         self.consumer = Consumer(peer.bootstrap, group_id=group, **options)
@@ -69,8 +69,13 @@ class Member:
         self.commit_every_poll = False
         self._stop = threading.Event()
         self._paused = threading.Event()
+        def on_revoke(tps):
+            self.events.append(("revoke", tuple(tps)))
+            if commit_on_revoke:
+                self.consumer.commit()  # the revoked partitions are still assigned here
+
         self.consumer.subscribe(topics, on_assign=lambda tps: self.events.append(("assign", tuple(tps))),
-                                on_revoke=lambda tps: self.events.append(("revoke", tuple(tps))),
+                                on_revoke=on_revoke,
                                 on_lost=lambda tps: self.events.append(("lost", tuple(tps))))
         self.assignment: tuple = ()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -317,3 +322,27 @@ def test_a_pattern_subscription_follows_matching_topics(peer):
         assert sorted(consumer.subscription()) == [f"{prefix}-a", f"{prefix}-b", f"{prefix}-d"]
     finally:
         consumer.close()
+
+
+def test_commit_in_on_revoke_hands_partitions_over_without_replay(peer):
+    """Auto-commit off, the application commits in ``on_revoke`` (the revoked partitions are
+    still assigned then, as in Java): when a second member joins, it starts where the first
+    stopped, and every record is read exactly once between them."""
+    topic, group = unique_topic("grp-revoke"), unique_group("revoke")
+    peer.create_topic(topic, partitions=PARTITIONS)
+    produce(peer, topic, 10)
+    options = {"partition_assignment_strategy": "range", "enable_auto_commit": False, "commit_on_revoke": True}
+    first = Member(peer, group, [topic], **options)
+    members = [first]
+    try:
+        wait_until(lambda: len(first.records) >= PARTITIONS * 10, "the first member read everything")
+        second = Member(peer, group, [topic], **options)
+        members.append(second)
+        wait_until(lambda: split_of(members), "a split over 2 members")
+        produce(peer, topic, 5, start=10)
+        wait_until(lambda: len(first.records) + len(second.records) >= PARTITIONS * 15, "the new records")
+        read = sorted(first.records + second.records)
+        assert read == [(p, o) for p in range(PARTITIONS) for o in range(15)]
+        assert all(o >= 10 for _, o in second.records)
+    finally:
+        stop_all(members)

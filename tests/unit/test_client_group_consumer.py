@@ -91,7 +91,8 @@ def test_eager_rebalance_commits_then_revokes_everything_then_assigns_the_new_se
     p.on_join_complete(GEN_1, assignment(("t", 0), ("t", 1)))
     log.clear()
     p.on_join_prepare(GEN_1)
-    assert log == [("commit", (("t", 0), ("t", 1))), ("assignment", ()), ("on_revoke", (("t", 0), ("t", 1)))]
+    # the listener runs while the partitions are still assigned (it may commit them itself)
+    assert log == [("commit", (("t", 0), ("t", 1))), ("on_revoke", (("t", 0), ("t", 1))), ("assignment", ())]
     log.clear()
     p.on_join_complete(Generation(2, "m-a", "range"), assignment(("t", 1), ("t", 2)))
     assert log == [("assignment", (("t", 1), ("t", 2))), ("on_assign", (("t", 1), ("t", 2)))]
@@ -109,8 +110,8 @@ def test_cooperative_keeps_owned_partitions_revokes_only_what_moved_and_rejoins(
     p.on_join_prepare(GEN_1)
     assert log == []  # nothing revoked before the join
     p.on_join_complete(Generation(2, "m-a", "cooperative-sticky"), assignment(("t", 0), ("t", 1)))
-    assert log == [("commit", (("t", 2), ("t", 3))), ("assignment", (("t", 0), ("t", 1))),
-                   ("on_revoke", (("t", 2), ("t", 3))), ("assignment", (("t", 0), ("t", 1))),
+    assert log == [("commit", (("t", 2), ("t", 3))), ("on_revoke", (("t", 2), ("t", 3))),
+                   ("assignment", (("t", 0), ("t", 1))), ("assignment", (("t", 0), ("t", 1))),
                    ("on_assign", ())]
     assert len(p.membership.rejoins) == 1
 
@@ -129,7 +130,7 @@ def test_a_lost_generation_reports_lost_without_committing():
     p.on_join_complete(GEN_1, assignment(("t", 0)))
     log.clear()
     p.on_join_prepare(LOST)
-    assert log == [("assignment", ()), ("on_lost", (("t", 0),))]
+    assert log == [("on_lost", (("t", 0),)), ("assignment", ())]
 
 
 def test_on_lost_defaults_to_on_revoke():
