@@ -171,3 +171,13 @@ def test_fast_offset_decoder_agrees_with_the_checked_one(key_version, version, g
 ])
 def test_fast_offset_decoder_declines_irregular_bytes(key, value):
     assert r.decode_offset_commit_fast(key, value) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(group=names, topic=names, partition=int32, offset=int64, epoch=int32, metadata=names, ts=int64)
+def test_fast_encoders_write_the_schema_encoders_bytes(group, topic, partition, offset, epoch, metadata, ts):
+    schema_key = r._encode(r._OFFSET_COMMIT_KEY, 1, r._OffsetCommitKeyData(group=group, topic=topic,
+                                                                            partition=partition))
+    assert r.encode_offset_commit_key(group, topic, partition) == schema_key
+    assert r.encode_offset_commit_value_v3(offset, epoch, metadata, ts) == r.encode_offset_commit_value(
+        r.OffsetCommitValue(offset=offset, leader_epoch=epoch, metadata=metadata, commit_timestamp=ts))

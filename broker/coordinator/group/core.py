@@ -38,6 +38,7 @@ partition is neither loaded nor loading answers NOT_COORDINATOR.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Iterable
 
@@ -59,6 +60,7 @@ INVALID_GROUP_ID = 24
 NOT_LEADER_OR_FOLLOWER = 6
 
 
+@functools.lru_cache(maxsize=65_536)  # every request hashes its group id: cache the hot ones
 def partition_for(group_id: str, num_partitions: int) -> int:
     """``Utils.abs(groupId.hashCode) % num_partitions``: Java's String.hashCode over UTF-16 code
     units with int32 wrap-around, then ``& 0x7fffffff`` (Kafka's ``Utils.abs``)."""

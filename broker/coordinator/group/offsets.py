@@ -18,6 +18,7 @@ from broker.coordinator.group.effects import Reply
 from broker.coordinator.group.group import GroupState
 from broker.coordinator.group.records import (
     OffsetCommitValue, encode_group_metadata_key, encode_offset_commit_key, encode_offset_commit_value,
+    encode_offset_commit_value_v3,
 )
 from broker.coordinator.group.shard import OffsetAndMetadata, map_append_error
 from broker.wire.apis.offset_commit import OffsetCommitResponse
@@ -126,12 +127,13 @@ def handle_commit(shard, token, version: int, request, now_ms: int) -> list:
 
 
 def _encode_value(value: OffsetAndMetadata) -> bytes:
+    if value.expire_timestamp_ms is None:
+        return encode_offset_commit_value_v3(value.offset, value.leader_epoch, value.metadata,
+                                             value.commit_timestamp_ms)
     record = OffsetCommitValue(offset=value.offset, leader_epoch=value.leader_epoch,
                                metadata=value.metadata, commit_timestamp=value.commit_timestamp_ms,
                                expire_timestamp=value.expire_timestamp_ms if value.expire_timestamp_ms is not None else -1)
-    if value.expire_timestamp_ms is not None:
-        return encode_offset_commit_value(record, OFFSET_COMMIT_VALUE_V1)
-    return encode_offset_commit_value(record)
+    return encode_offset_commit_value(record, OFFSET_COMMIT_VALUE_V1)
 
 
 def fetch_group_offsets(shard, group_id: str, topics) -> list:

@@ -43,7 +43,7 @@ __all__ = [
     "encode_offset_commit_key", "encode_group_metadata_key", "decode_key",
     "encode_offset_commit_value", "decode_offset_commit_value",
     "encode_group_metadata_value", "decode_group_metadata_value",
-    "RecordFormatError", "decode_offset_commit_fast",
+    "RecordFormatError", "decode_offset_commit_fast", "encode_offset_commit_value_v3",
 ]
 
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -153,8 +153,35 @@ def _decode(stype, data: bytes, what: str):
 
 
 def encode_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    # The hot path of every commit: plain struct packing; the schema encoder (which raises the
+    # wire layer's EncodeError) handles what does not fit an int16 length.
+    g, t = group.encode(), topic.encode()
+    if len(g) <= 0x7FFF and len(t) <= 0x7FFF and -2**31 <= partition < 2**31:
+        return b"".join((_KEY_PREFIX.pack(OFFSET_COMMIT_KEY_VERSION, len(g)), g,
+                         _INT16_PLAIN.pack(len(t)), t, _INT32_PLAIN.pack(partition)))
     obj = _OffsetCommitKeyData(group=group, topic=topic, partition=partition)
     return _encode(_OFFSET_COMMIT_KEY, OFFSET_COMMIT_KEY_VERSION, obj)
+
+
+def encode_offset_commit_value_v3(offset: int, leader_epoch: int, metadata: str,
+                                  commit_timestamp: int) -> bytes:
+    """``encode_offset_commit_value`` at v3 without building the message object (commits)."""
+    m = metadata.encode()
+    if len(m) <= 0x7FFF:
+        try:
+            return b"".join((_V3_PREFIX.pack(3, offset, leader_epoch, len(m)), m,
+                             _INT64_PLAIN.pack(commit_timestamp)))
+        except _struct_module.error:
+            pass  # out of range: the schema encoder says which field
+    return encode_offset_commit_value(OffsetCommitValue(
+        offset=offset, leader_epoch=leader_epoch, metadata=metadata, commit_timestamp=commit_timestamp))
+
+
+_KEY_PREFIX = _struct_module.Struct(">hh")
+_V3_PREFIX = _struct_module.Struct(">hqih")
+_INT16_PLAIN = _struct_module.Struct(">h")
+_INT32_PLAIN = _struct_module.Struct(">i")
+_INT64_PLAIN = _struct_module.Struct(">q")
 
 
 def encode_group_metadata_key(group: str) -> bytes:
