@@ -7,8 +7,9 @@ target: subscribe >= 0.95x the rate of assign).
 Without ``--bootstrap-server`` a throwaway ZooKeeper + pylog broker is started
 (``broker.tools.perf_local``, ``group.initial.rebalance.delay.ms=0``); with it, any broker (e.g.
 an Apache Kafka started by ``pylog kafka-peer``). The records (100-byte values) are produced
-once; then rounds alternate assign and subscribe (a new group each round, so both start at the
-earliest offset). Two rates per run: *total* counts from the first ``poll`` call, so the group's
+once and read once through a group as a warm-up (creating ``__consumer_offsets``); then rounds
+run assign and subscribe in alternating order (ABBA; a new group each round, so both start at
+the earliest offset). Two rates per run: *total* counts from the first ``poll`` call, so the group's
 join (FindCoordinator, JoinGroup, SyncGroup, OffsetFetch) is in it; *steady* counts from the first
 record returned. Subscribe runs with auto-commit on (the default, every 5 s) and the heartbeat
 thread; medians of ``--repeat`` rounds, the load average with each line (the box is shared).
@@ -68,8 +69,11 @@ def run(bootstrap: str, args) -> None:
     produce(bootstrap, topic, args.partitions, args.records)
     totals = {"assign": [], "subscribe": []}
     steadies = {"assign": [], "subscribe": []}
+    # warm-up, not counted: the first group creates __consumer_offsets (and the page cache fills)
+    consume(bootstrap, topic, args.partitions, args.records, args.api, f"{topic}-warm-up")
     for round_number in range(args.repeat):
-        for mode in ("assign", "subscribe"):
+        modes = ("assign", "subscribe") if round_number % 2 == 0 else ("subscribe", "assign")  # ABBA
+        for mode in modes:
             group = None if mode == "assign" else f"{topic}-g{round_number}"
             total, steady = consume(bootstrap, topic, args.partitions, args.records, args.api, group)
             totals[mode].append(args.records / total)
