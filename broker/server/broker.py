@@ -13,18 +13,22 @@ Start-up, in order (each step needs the one before):
    leader epochs and checkpointed high watermarks loaded; followers start fetching), delete the
    logs of topics deleted while it was down.
 5. Serve: the network server, the ZooKeeper metadata sync, the controller (which stands for
-   election at once), the follower fetchers, the ISR writer and the scheduler (retention, flush,
-   checkpoints, producer expiry, ISR shrink checks) run in one TaskGroup until ``stop`` is set.
+   election at once), the follower fetchers, the ISR writer, the group coordinator (which loads
+   the ``__consumer_offsets`` partitions this broker comes to lead) and the scheduler (retention,
+   flush, checkpoints, producer expiry, ISR shrink checks) run in one TaskGroup until ``stop``
+   is set.
 
 Stop (SIGTERM/SIGINT): first a controlled shutdown (``controlled.shutdown.enable``): the
 controller is asked (ControlledShutdown, or directly when this broker is the controller) to move
 this broker's leaderships to other in-sync replicas, up to ``controlled.shutdown.max.retries``
-times, while the broker keeps serving so that clients follow the moves. Then long polls are
-woken, the listener closes, requests already read are answered (``shutdown.drain.timeout.ms``),
-a controller lets its last requests out, the background tasks are cancelled, producer states
-are snapshotted and high watermarks checkpointed, the logs closed cleanly (the clean-shutdown
-marker is written last), and the ZooKeeper session closed (its ephemeral nodes vanish at once,
-so a new controller is elected without waiting for the session timeout).
+times, while the broker keeps serving so that clients follow the moves. Then the group
+coordinator unloads its partitions (parked JoinGroups and SyncGroups are answered
+NOT_COORDINATOR), long polls are woken, the listener closes, requests already read are
+answered (``shutdown.drain.timeout.ms``), a controller lets its last requests out, the
+background tasks are cancelled, producer states are snapshotted and high watermarks
+checkpointed, the logs closed cleanly (the clean-shutdown marker is written last), and the
+ZooKeeper session closed (its ephemeral nodes vanish at once, so a new controller is elected
+without waiting for the session timeout).
 
 Time (``now_ms``), randomness (``rng``) and sleeping (``sleep``) are injected.
 """
@@ -45,6 +49,7 @@ from broker.cluster.errors import ClusterError, ZooKeeperUnavailableError
 from broker.cluster.layout import BrokerRegistration, EndPoint
 from broker.cluster.zk import KafkaZkClient
 from broker.controller import ControllerSettings
+from broker.coordinator.group.core import GroupCoordinatorCore
 from broker.log import LogManager, wall_clock_ms
 from broker.log.cleaner.cleaning_pass import CleanerSettings
 from broker.records import BatchLimits
@@ -56,6 +61,7 @@ from broker.server.config import BrokerConfig, Listener
 from broker.server.context import BrokerContext
 from broker.server.controller import ControllerService
 from broker.server.dispatch import Dispatcher
+from broker.server.group_coordinator import GroupCoordinatorService, GroupServiceSettings
 from broker.server.inter_broker import InterBrokerConnection, InterBrokerError
 from broker.server.isr_writer import IsrWriter
 from broker.server.log_cleaner import LogCleanerService
@@ -89,6 +95,7 @@ class Broker:
         self.controller: ControllerService | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self.isr_writer: IsrWriter | None = None
+        self.groups: GroupCoordinatorService | None = None
         self.ready = asyncio.Event()
 
     @property
@@ -166,9 +173,15 @@ class Broker:
             self._now_ms, self._rng, self.sync.request_refresh, listener,
             config.controller_socket_timeout_ms, config.leader_imbalance_check_interval_seconds * 1000)
         producer_ids = ProducerIdManager(lambda: zk.allocate_producer_id_block(config.broker_id))
+        self.groups = GroupCoordinatorService(
+            GroupCoordinatorCore(config.group_settings, self._rng), self.replicas,
+            GroupServiceSettings(config.offsets_commit_timeout_ms, config.offsets_load_buffer_size_bytes),
+            self._now_ms)
+        self.replicas.add_leadership_listener(self.groups.on_leadership_change)
         self.context = BrokerContext(config, cache, self.replicas, self.controller, producer_ids,
                                      self._now_ms, listener_name=listener, broker_epoch=epoch,
-                                     request_metadata_refresh=self.sync.request_refresh)
+                                     request_metadata_refresh=self.sync.request_refresh,
+                                     groups=self.groups)
         loop = asyncio.get_running_loop()
         await asyncio.to_thread(self.sync.start_watches, loop)
         await asyncio.to_thread(self.controller.start_watches, loop)
@@ -209,7 +222,8 @@ class Broker:
                           group.create_task(scheduler.run(), name="scheduler"),
                           group.create_task(self.controller.run(), name="controller"),
                           group.create_task(self.fetchers.run(), name="replica-fetchers"),
-                          group.create_task(self.isr_writer.run(), name="isr-writer")]
+                          group.create_task(self.isr_writer.run(), name="isr-writer"),
+                          group.create_task(self.groups.run(), name="group-coordinator")]
             if self.config.log_cleaner_enable:
                 background.append(group.create_task(self.cleaner.run(), name="log-cleaner"))
             stopping = group.create_task(stop.wait(), name="stop")
@@ -281,6 +295,8 @@ class Broker:
         """Wake long polls, stop accepting, answer what was read."""
         if self.context is not None:
             self.context.stopping = True
+        if self.groups is not None:
+            self.groups.close()
         if self.replicas is not None:
             self.replicas.purgatory.close()
         if self.server is not None:
