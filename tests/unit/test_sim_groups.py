@@ -3,7 +3,7 @@ against ``GroupCoordinatorCore`` with clients that stop, leave and restart, fail
 coordinator moves; and proof that the invariants bite (mutated cores and clients fail them).
 
 Seeds: at least ``PYLOG_GROUP_SIM_MIN_SEEDS`` (default 200) from ``PYLOG_GROUP_SIM_FIRST_SEED``
-(default 0), more while ``PYLOG_GROUP_SIM_BUDGET_S`` (default 20) seconds last. Replay one:
+(default 0), more while ``PYLOG_GROUP_SIM_BUDGET_S`` (default 10) seconds last. Replay one:
 ``python -m broker.sim.groups --seed N --verbose``.
 """
 
@@ -20,7 +20,7 @@ from broker.sim import groups as sim_groups
 from broker.sim.groups import run_group_simulation
 
 MIN_SEEDS = int(os.environ.get("PYLOG_GROUP_SIM_MIN_SEEDS", "200"))
-BUDGET_S = float(os.environ.get("PYLOG_GROUP_SIM_BUDGET_S", "20"))
+BUDGET_S = float(os.environ.get("PYLOG_GROUP_SIM_BUDGET_S", "10"))
 FIRST_SEED = int(os.environ.get("PYLOG_GROUP_SIM_FIRST_SEED", "0"))
 
 
