@@ -346,3 +346,52 @@ def test_commit_in_on_revoke_hands_partitions_over_without_replay(peer):
         assert all(o >= 10 for _, o in second.records)
     finally:
         stop_all(members)
+
+
+@pytest.mark.parametrize("first", ["pylog", "confluent"])
+def test_pylog_shares_a_group_with_librdkafka_and_kafka_python(peer, first):
+    """pylog's client, confluent-kafka and kafka-python in one range group: whichever joined
+    first leads (pylog encodes the assignment for the others, or decodes theirs), the three split
+    6 partitions two each and read every record exactly once."""
+    from group_clients import GroupMember
+
+    topic, group = unique_topic("grp-mixed"), unique_group("mixed")
+    peer.create_topic(topic, partitions=PARTITIONS)
+    others: list = []
+    members: list = []
+
+    def pylog_member():
+        member = Member(peer, group, [topic], partition_assignment_strategy="range")
+        members.append(member)
+        return member
+
+    try:
+        if first == "pylog":
+            ours = pylog_member()
+            wait_until(lambda: ours.assignment, "pylog's member joined first")
+        others.append(GroupMember("confluent", peer.bootstrap, group, [topic]))
+        if first != "pylog":
+            wait_until(lambda: others[0].assignment, "confluent-kafka's member joined first")
+        others.append(GroupMember("kafka-python", peer.bootstrap, group, [topic]))
+        if first != "pylog":
+            ours = pylog_member()
+
+        def held() -> list[tuple] | None:
+            sets = [ours.assignment, *(tuple(sorted(p for _, p in o.assignment)) for o in others)]
+            flat = sorted(p for s in sets for p in s)
+            return sorted(sets) if all(len(s) == 2 for s in sets) and flat == list(range(PARTITIONS)) else None
+
+        assert wait_until(held, "a split over the three clients") == [(0, 1), (2, 3), (4, 5)]
+        produce(peer, topic, 10)
+
+        def read() -> list[tuple[int, int]]:
+            return sorted([*ours.records, *((p, o) for o_member in others for _, p, o, _ in o_member.records)])
+
+        wait_until(lambda: len(read()) >= PARTITIONS * 10, "every record read")
+        assert read() == [(p, o) for p in range(PARTITIONS) for o in range(10)]
+    finally:
+        for other in others:
+            other.stop_polling()
+        stop_all(members)
+        for other in others:
+            other.stop()
