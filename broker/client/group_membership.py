@@ -290,7 +290,9 @@ class GroupMembership:
                 return Action.REJOIN
             self._state = MemberState.STABLE
             self._rejoin_reason = None
-            self._timers.reset_session(self._clock.monotonic_ms())
+            now = self._clock.monotonic_ms()
+            self._timers.reset_session(now)
+            self._timers.polled(now)  # the join ran inside poll: it must not count as time away
         self._join_prepared = False
         self._protocol.on_join_complete(joined, response.assignment or b"")
         self._start_heartbeat_thread()
