@@ -202,6 +202,8 @@ def test_consume_read_committed(kafka):
     (["--partition", "7"], "no partition 7"),
     (["--max-messages", "0"], "--max-messages"),
     (["--partition", "0", "--offset", "-1"], "--offset"),
+    (["--group", "g", "--partition", "0"], "--group"),
+    (["--group", "g", "--partition", "0", "--offset", "1"], "--group"),
 ])
 def test_consume_user_mistakes(kafka, argv, message):
     kafka.create_topic("t", 1)
