@@ -179,6 +179,10 @@ class GroupMembership:
                     return self._connect(coordinator)
                 except KafkaError:
                     self.mark_coordinator_unknown()
+                    if self._clock.monotonic_ms() >= deadline_ms:
+                        raise
+                    # (a dead coordinator's broker may still be named until its leadership moves)
+                    self._clock.sleep_ms(self._config.retry_backoff_ms)
             self.stats["coordinator_lookups"] += 1
             # retries COORDINATOR_NOT_AVAILABLE and lost connections itself, until the deadline
             found = find_coordinator(self._cluster, self.settings.group_id,

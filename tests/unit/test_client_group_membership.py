@@ -451,3 +451,21 @@ def test_a_rejoin_waits_for_async_commits_in_flight_on_the_coordinator_connectio
         assert len(coordinator.requests(ApiKey.JOIN_GROUP)) == 2
     finally:
         consumer.close()
+
+
+def test_an_unreachable_coordinator_fails_at_the_deadline():
+    """FindCoordinator names a broker nobody listens on: the lookup is retried with backoff
+    and gives up at the deadline with a retriable connection error, instead of spinning."""
+    from broker.wire import FindCoordinatorResponse
+
+    with ScriptedCoordinator() as fake:
+        fake._find_coordinator = lambda header: FindCoordinatorResponse(coordinators=[
+            FindCoordinatorResponse.Coordinator(key="g", node_id=9, host="127.0.0.1", port=1,
+                                                error_code=0, error_message=None)])
+        membership = member(fake)
+        start = time.monotonic()
+        with pytest.raises(KafkaError) as caught:
+            membership.coordinator_connection(time.monotonic() * 1000 + 300)
+        assert caught.value.retriable and time.monotonic() - start < 5
+        assert not membership.ensure_active_group(time.monotonic() * 1000 + 300)  # poll: not joined yet
+        membership.close()
