@@ -9,9 +9,10 @@ Without ``--bootstrap-server`` a throwaway ZooKeeper + pylog broker is started
 an Apache Kafka started by ``pylog kafka-peer``). The records (100-byte values) are produced
 once and read once through a group as a warm-up (creating ``__consumer_offsets``); then rounds
 run assign and subscribe in alternating order (ABBA; a new group each round, so both start at
-the earliest offset). Two rates per run: *total* counts from the first ``poll`` call, so the group's
-join (FindCoordinator, JoinGroup, SyncGroup, OffsetFetch) is in it; *steady* counts from the first
-record returned. Subscribe runs with auto-commit on (the default, every 5 s) and the heartbeat
+the earliest offset). Three rates per run: *total* counts from the first ``poll`` call, so the
+group's join (FindCoordinator, JoinGroup, SyncGroup, OffsetFetch) is in it; *steady* counts from
+the first record returned; *cpu* is records per CPU second of the client process (both of its
+threads), which a busy shared box disturbs least. Subscribe runs with auto-commit on (the default, every 5 s) and the heartbeat
 thread; medians of ``--repeat`` rounds, the load average with each line (the box is shared).
 """
 
@@ -42,8 +43,10 @@ def produce(bootstrap: str, topic: str, partitions: int, records: int) -> None:
         producer.flush()
 
 
-def consume(bootstrap: str, topic: str, partitions: int, records: int, api: str, group: str | None) -> tuple[float, float]:
-    """(total seconds from the first poll call, seconds from the first record) to read ``records``."""
+def consume(bootstrap: str, topic: str, partitions: int, records: int, api: str,
+            group: str | None) -> tuple[float, float, float]:
+    """(total seconds from the first poll call, seconds from the first record, CPU seconds of
+    this process -- both threads -- from the first poll call) to read ``records``."""
     options = {"auto_offset_reset": "earliest", "max_partition_fetch_bytes": 1 << 20}
     with Consumer(bootstrap, group_id=group, **options) as consumer:
         if group is None:
@@ -51,7 +54,7 @@ def consume(bootstrap: str, topic: str, partitions: int, records: int, api: str,
         else:
             consumer.subscribe([topic])
         seen, first_at = 0, None
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         while seen < records:
             if api == "poll_arrow":
                 got = consumer.poll_arrow(timeout_ms=1000).num_rows
@@ -60,8 +63,8 @@ def consume(bootstrap: str, topic: str, partitions: int, records: int, api: str,
             if got and first_at is None:
                 first_at = time.perf_counter()
             seen += got
-        end = time.perf_counter()
-    return end - start, end - (first_at or start)
+        end, cpu_end = time.perf_counter(), time.process_time()
+    return end - start, end - (first_at or start), cpu_end - cpu_start
 
 
 def run(bootstrap: str, args) -> None:
@@ -69,18 +72,21 @@ def run(bootstrap: str, args) -> None:
     produce(bootstrap, topic, args.partitions, args.records)
     totals = {"assign": [], "subscribe": []}
     steadies = {"assign": [], "subscribe": []}
+    cpus = {"assign": [], "subscribe": []}
     # warm-up, not counted: the first group creates __consumer_offsets (and the page cache fills)
     consume(bootstrap, topic, args.partitions, args.records, args.api, f"{topic}-warm-up")
     for round_number in range(args.repeat):
         modes = ("assign", "subscribe") if round_number % 2 == 0 else ("subscribe", "assign")  # ABBA
         for mode in modes:
             group = None if mode == "assign" else f"{topic}-g{round_number}"
-            total, steady = consume(bootstrap, topic, args.partitions, args.records, args.api, group)
+            total, steady, cpu = consume(bootstrap, topic, args.partitions, args.records, args.api, group)
             totals[mode].append(args.records / total)
             steadies[mode].append(args.records / steady)
+            cpus[mode].append(args.records / cpu)
             print(f"round {round_number + 1} {mode:9s} total {args.records / total:12,.0f} rec/s  "
-                  f"steady {args.records / steady:12,.0f} rec/s  load {os.getloadavg()[0]:.2f}", flush=True)
-    for name, rates in (("total", totals), ("steady", steadies)):
+                  f"steady {args.records / steady:12,.0f} rec/s  per CPU s {args.records / cpu:12,.0f}  "
+                  f"load {os.getloadavg()[0]:.2f}", flush=True)
+    for name, rates in (("total", totals), ("steady", steadies), ("cpu", cpus)):
         a, s = statistics.median(rates["assign"]), statistics.median(rates["subscribe"])
         print(f"{name:6s} median: assign {a:12,.0f} rec/s   subscribe {s:12,.0f} rec/s   "
               f"subscribe/assign {s / a:.3f}x")
