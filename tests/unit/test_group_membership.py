@@ -373,3 +373,30 @@ def test_group_max_size_during_rebalance_counts_rejoined_members():
     third = h.answer(h.join(version=3, client_id="third"))
     assert third is None or third.error_code != 81  # 1 rejoined < 2: accepted, parked
     assert h.answer(h.join(version=3, client_id="fourth")).error_code == 81
+
+
+@pytest.mark.parametrize("rebalance_ms", [0, -1])
+def test_zero_or_negative_rebalance_timeout_does_not_spin_the_timers(rebalance_ms):
+    """Kafka does not bound the rebalance timeout; a deadline of "now" must still end."""
+    h = Harness()
+    t = h.join(version=5, instance_id="s", rebalance=rebalance_ms)
+    h.tick()
+    mid = h.answer(t).member_id
+    h.sync(mid, 1, {mid: b""})
+    h.join(version=5, member_id=mid, instance_id="s", rebalance=rebalance_ms)  # leader: rebalance
+    for _ in range(5):
+        h.advance(1)
+    assert h.core.next_deadline() > h.now
+
+
+def test_heartbeats_and_commits_do_not_grow_the_timer_heap():
+    h = Harness()
+    ids = form_group(h)
+    shard = next(iter(h.core._shards.values())) if len(h.core._shards) == 1 else h.core._shards[_partition(h)]
+    for i in range(5_000):
+        h.heartbeat(ids[i % 2], 1)
+        h.commit({("t", 0): i}, member_id=ids[0], generation=1)
+        if i % 500 == 0:
+            h.advance(1_000)
+    assert len(shard._timers) < 20
+    assert h.group().state is S.STABLE and len(h.group().members) == 2

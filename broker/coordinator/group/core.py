@@ -58,6 +58,7 @@ COORDINATOR_LOAD_IN_PROGRESS = 14
 NOT_COORDINATOR = 16
 INVALID_GROUP_ID = 24
 NOT_LEADER_OR_FOLLOWER = 6
+TICK_ROUNDS_MAX = 100  # rounds of due timers per tick (see tick)
 
 
 @functools.lru_cache(maxsize=65_536)  # every request hashes its group id: cache the hot ones
@@ -260,15 +261,18 @@ class GroupCoordinatorCore:
         effects: list = []
         for shard in list(self._shards.values()):
             # Timers firing may set new deadlines that are already due (a zero initial delay):
-            # run until nothing is due. Each round either completes something or clears a flag
-            # (new_member_added), so this ends.
-            due = shard.pop_due(now_ms)
-            while due:
+            # run until nothing is due. Each round completes something or clears a flag
+            # (new_member_added); the bound only guards against a bug (what is left stays due,
+            # so next_deadline() asks for another tick at once).
+            for _ in range(TICK_ROUNDS_MAX):
+                due = shard.pop_due(now_ms)
+                if not due:
+                    break
                 for group_id in due:
                     group = shard.groups.get(group_id)
                     if group is not None:
                         effects += rebalance.on_timers(shard, group, now_ms)
-                due = shard.pop_due(now_ms)
+                        shard.schedule(group_id, shard.group_deadline(group))
             if shard.next_retention_ms <= now_ms:
                 shard.next_retention_ms = now_ms + self.settings.offsets_retention_check_interval_ms
                 effects += offsets.expire_offsets(shard, now_ms)

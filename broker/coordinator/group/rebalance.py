@@ -66,7 +66,7 @@ def prepare_rebalance(shard, group: ClassicGroup, now_ms: int) -> list:
     if group.has_all_members_joined():
         return effects + complete_join(shard, group, now_ms)
     group.initial_delay = None
-    group.join_deadline_ms = now_ms + group.rebalance_timeout_ms()
+    group.join_deadline_ms = now_ms + max(group.rebalance_timeout_ms(), 1)
     shard.schedule(group.group_id, group.join_deadline_ms)
     return effects
 
@@ -92,7 +92,7 @@ def complete_join(shard, group: ClassicGroup, now_ms: int) -> list:
     if not group.maybe_elect_new_joined_leader() and group.members:
         # Nobody rejoined (only static members are left): wait another rebalance timeout, until
         # their sessions expire.
-        group.join_deadline_ms = now_ms + group.rebalance_timeout_ms()
+        group.join_deadline_ms = now_ms + max(group.rebalance_timeout_ms(), 1)
         shard.schedule(group.group_id, group.join_deadline_ms)
         return effects
     group.init_next_generation(now_ms)
@@ -109,7 +109,7 @@ def complete_join(shard, group: ClassicGroup, now_ms: int) -> list:
         reschedule_heartbeat(shard, group, member, now_ms)
         member.is_new = False
         group.pending_sync.add(member.member_id)
-    group.sync_deadline_ms = now_ms + group.rebalance_timeout_ms()
+    group.sync_deadline_ms = now_ms + max(group.rebalance_timeout_ms(), 1)
     shard.schedule(group.group_id, group.sync_deadline_ms)
     return effects
 

@@ -71,6 +71,7 @@ class Shard:
         self.writes: dict[int, Callable[[int, int], list]] = {}
         self.pending_commit_keys: Counter = Counter()  # (group, topic, partition) -> appends
         self._timers: list = []
+        self._next_timer: dict[str, int] = {}  # group id -> its earliest entry in _timers
         self._timer_seq = 0
         self.skipped_records = 0  # records of the partition that did not decode (see load)
         self.next_retention_ms = now_ms + settings.offsets_retention_check_interval_ms
@@ -87,17 +88,36 @@ class Shard:
 
     # -- timers -------------------------------------------------------------------------------
     def schedule(self, group_id: str, deadline_ms: int | None) -> None:
-        if deadline_ms is not None:
-            self._timer_seq += 1
-            heapq.heappush(self._timers, (deadline_ms, self._timer_seq, group_id))
+        """Make sure the group is looked at by ``deadline_ms``. At most one entry per group is
+        the group's earliest: a later deadline is not pushed (every heartbeat and commit moves a
+        session deadline; a heap entry each would grow by the commit rate), because when the
+        earliest fires, ``tick`` pushes the group's next deadline (``group_deadline``)."""
+        if deadline_ms is None:
+            return
+        current = self._next_timer.get(group_id)
+        if current is not None and current <= deadline_ms:
+            return
+        self._next_timer[group_id] = deadline_ms
+        self._timer_seq += 1
+        heapq.heappush(self._timers, (deadline_ms, self._timer_seq, group_id))
 
     def pop_due(self, now_ms: int) -> list[str]:
         due: list[str] = []
         while self._timers and self._timers[0][0] <= now_ms:
-            group_id = heapq.heappop(self._timers)[2]
+            deadline_ms, _, group_id = heapq.heappop(self._timers)
+            if self._next_timer.get(group_id) == deadline_ms:
+                del self._next_timer[group_id]
             if group_id not in due:
                 due.append(group_id)
         return due
+
+    @staticmethod
+    def group_deadline(group) -> int | None:
+        """The earliest of a group's deadlines (sessions, pending members, join, sync)."""
+        deadlines = [m.heartbeat_deadline_ms for m in group.members.values() if m.heartbeat_deadline_ms is not None]
+        deadlines += group.pending_members.values()
+        deadlines += [d for d in (group.join_deadline_ms, group.sync_deadline_ms) if d is not None]
+        return min(deadlines, default=None)
 
     def next_deadline(self) -> int:
         timers = self._timers[0][0] if self._timers else self.next_retention_ms
