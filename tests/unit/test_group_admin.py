@@ -75,3 +75,15 @@ def test_delete_groups_answer_waits_for_every_append():
     h.flush(19)
     assert [(x.group_id, x.error_code) for x in h.answer(t).results] == [("a", 15), ("b", 15)]
     assert h.core.committed_offsets("a")
+
+
+def test_statistics_count_what_the_core_holds():
+    h = Harness()
+    form_group(h)
+    h.commit({("t", 0): 1, ("t", 1): 1}, group_id="simple")
+    h.auto_write = False
+    h.commit({("t", 2): 1}, group_id="simple")
+    h.join(version=4)
+    stats = h.core.statistics()
+    assert (stats["groups"], stats["members"], stats["offsets"], stats["pending_writes"],
+            stats["pending_members"], stats["partitions_loaded"]) == (2, 2, 2, 1, 1, 4)

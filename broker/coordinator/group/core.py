@@ -290,6 +290,25 @@ class GroupCoordinatorCore:
         shards = self._shards.values() if partition is None else [self._shards[partition]]
         return [g for shard in shards for g in shard.groups.values()]
 
+    def statistics(self) -> dict:
+        """Sizes of everything the core holds (STYLE: every in-flight map visible)."""
+        shards = list(self._shards.values())
+        groups = [g for shard in shards for g in shard.groups.values()]
+        members = [m for g in groups for m in g.members.values()]
+        return {
+            "partitions_loaded": len(shards),
+            "partitions_loading": len(self._loading),
+            "groups": len(groups),
+            "members": len(members),
+            "pending_members": sum(len(g.pending_members) for g in groups),
+            "parked_joins": sum(m.join_waiter is not None for m in members),
+            "parked_syncs": sum(m.sync_waiter is not None for m in members),
+            "offsets": sum(len(o) for shard in shards for o in shard.offsets.values()),
+            "pending_writes": sum(len(shard.writes) for shard in shards),
+            "timer_entries": sum(len(shard._timers) for shard in shards),
+            "skipped_records": sum(shard.skipped_records for shard in shards),
+        }
+
     def committed_offsets(self, group_id: str) -> dict:
         """{(topic, partition): OffsetAndMetadata} from the cache of the group's partition."""
         shard = self._shards.get(partition_for(group_id, self.settings.num_partitions))
