@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import asyncio
 
+import crc32c
+import pytest
+
 from broker.cluster.layout import PartitionState
 from broker.coordinator.group.core import Append, Reply
 from broker.log import LogConfig, LogManager
-from broker.records import ControlRecord, ControlType, Record, encode_batch, encode_control_batch
+from broker.records import (
+    Compression, ControlRecord, ControlType, CorruptRecordError, Record, encode_batch, encode_control_batch,
+)
 from broker.replica.manager import ReplicaManager, ReplicaSettings
 from broker.replica.purgatory import Purgatory
 from broker.server.group_coordinator import GroupCoordinatorService, GroupServiceSettings, decode_records
@@ -275,9 +280,29 @@ def test_the_timer_ticks_at_the_cores_deadline(tmp_path):
 
 
 def test_decode_records_skips_control_batches_and_records_below_the_offset():
-    data = (encode_batch([Record(0, 1, b"a", b"1"), Record(1, 1, b"b", None)])
-            + encode_control_batch(ControlRecord(ControlType.ABORT, 0), offset=2, timestamp=1, producer_id=5,
+    big = bytes(range(256)) * 2  # multi-byte varints for lengths
+    data = (encode_batch([Record(0, 1, b"a", b"1"), Record(1, 1, b"b", None), Record(2, 10**6, big, big,
+                                                                                   (("h", b"x"),))])
+            + encode_control_batch(ControlRecord(ControlType.ABORT, 0), offset=3, timestamp=1, producer_id=5,
                                    producer_epoch=0)
-            + encode_batch([Record(3, 1, b"c", b"3")]))
-    assert decode_records(data) == [(b"a", b"1"), (b"b", None), (b"c", b"3")]
-    assert decode_records(data, 1) == [(b"b", None), (b"c", b"3")]
+            + encode_batch([Record(4, 1, b"c", b"3"), Record(5, 1, None, b"keyless")], compression=Compression.GZIP)
+            + encode_batch([Record(300, 1, b"d", b"")]))
+    expected = [(b"a", b"1"), (b"b", None), (big, big), (b"c", b"3"), (b"d", b"")]
+    assert decode_records(data) == expected
+    assert decode_records(data, 1) == expected[1:]
+    assert decode_records(data + data[:70]) == expected  # a cut batch at the end of a read is left
+
+
+@pytest.mark.parametrize("damage", ["crc", "record length", "cut record"])
+def test_decode_records_refuses_a_damaged_batch(damage):
+    data = bytearray(encode_batch([Record(0, 1, b"key", b"value")]))
+    if damage == "crc":
+        data[-1] ^= 0xFF
+    elif damage == "record length":
+        data[61] = 0x7E  # the record claims 63 bytes
+    else:
+        data[-7] = 0x7E  # the value claims more than the record holds
+    if damage != "crc":  # keep the CRC right so the record walk is what refuses
+        data[17:21] = crc32c.crc32c(bytes(data[21:])).to_bytes(4, "big")
+    with pytest.raises(CorruptRecordError):
+        decode_records(bytes(data))
