@@ -1,4 +1,4 @@
-"""Import rules of the controller, replication and simulation parts (docs/architecture.md):
+"""Import rules of the controller, replication, coordinator and simulation parts (docs/architecture.md):
 the logic the simulator drives must stay free of sockets and kazoo (and of asyncio, except the
 purgatory's waiters in broker/replica), so that it runs the same in a broker and in one
 deterministic process."""
@@ -12,7 +12,9 @@ RULES = {
     "broker/controller": ({"broker.cluster"}, NO_IO),
     "broker/replica": ({"broker.records", "broker.log", "broker.wire", "broker.cluster"}, NO_IO - {"asyncio"}),
     "broker/sim": ({"broker.cluster", "broker.controller", "broker.replica", "broker.records", "broker.log",
-                    "broker.wire"}, NO_IO),
+                    "broker.wire", "broker.coordinator"}, NO_IO),
+    # the group (and later transaction) coordinators: pure state machines over wire messages
+    "broker/coordinator": ({"broker.wire"}, NO_IO),
 }
 
 
