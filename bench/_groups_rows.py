@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from _groups_systems import GroupSystems, commit_offsets, connect, fetch_offsets
+from _groups_systems import GroupSystems, commit_offsets, connect, cpu_seconds, fetch_offsets
 from _sbs_tools import ToolFailed
 from broker.client.errors import KafkaError
 from broker.client.group_admin import GroupAdmin
@@ -124,10 +124,14 @@ def _balanced(latest: dict[str, dict], members: int, partitions: int, after: int
 
 
 def commits(bootstrap: str, topic: str, group: str, commits_max: int, warm_up: int, duration_s: float,
-            timeout_s: float) -> dict:
+            timeout_s: float, broker_pid: int | None = None) -> dict:
+    """The worker's numbers, plus the broker's CPU time per commit over the whole run (warm-up
+    and the worker's start included: an upper bound)."""
+    cpu_before = cpu_seconds(broker_pid)
     result = _run_worker(["commits", "--bootstrap", bootstrap, "--group", group, "--topic", topic,
                           "--commits", str(commits_max), "--warm-up", str(warm_up), "--duration-s", str(duration_s)],
                          timeout_s)
+    result["broker_cpu_us_per_commit"] = 1e6 * (cpu_seconds(broker_pid) - cpu_before) / (result["commits"] + warm_up)
     if result["errors"] or result["committed_wrong"]:
         raise ToolFailed(f"{result['errors']} commits failed ({result['first_error']}); "
                          f"committed() disagrees: {result['committed_wrong']}")
@@ -190,6 +194,8 @@ def takeover(systems: GroupSystems, system: str, topic: str, groups: list[str], 
     probe, index = groups[-1], len(groups) - 1
     expected = {p: _offset(index, p) for p in range(partitions)}
     restart = systems.restart(system)
+    pid = systems.broker_pid(system)
+    cpu_at_ready = cpu_seconds(pid)
     seen: Counter = Counter()
     deadline = restart.ready + _TAKEOVER_TIMEOUT_S
     conn = None
@@ -204,9 +210,10 @@ def takeover(systems: GroupSystems, system: str, topic: str, groups: list[str], 
             continue
         if code == 0 and offsets == expected:
             answered = time.monotonic()
+            cpu_s = cpu_seconds(pid) - cpu_at_ready
             conn.close()
             return {"from_ready_s": answered - restart.ready, "from_spawn_s": answered - restart.spawned,
-                    "spawn_to_ready_s": restart.ready - restart.spawned,
+                    "spawn_to_ready_s": restart.ready - restart.spawned, "broker_cpu_s": cpu_s,
                     "answers_before": dict(seen)}
         seen[f"error {code}" if code else "offsets not all there"] += 1
         time.sleep(_FETCH_RETRY_S)

@@ -26,7 +26,7 @@ from broker.tools.kafka_peer import ApacheKafkaCluster, find_kafka_install
 from broker.tools.perf_local import LocalCluster
 from broker.wire import ApiKey, ErrorCode
 
-__all__ = ["GroupSystems", "Restart", "produce", "commit_offsets", "fetch_offsets"]
+__all__ = ["GroupSystems", "Restart", "produce", "commit_offsets", "fetch_offsets", "cpu_seconds"]
 
 BROKER_SETTINGS = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.replication.factor": "1",
                    "auto.create.topics.enable": "false"}
@@ -81,6 +81,9 @@ class GroupSystems:
     def port(self, system: str) -> int:
         return self.pylog.ports[0] if system == "pylog" else self.kafka.ports[0]
 
+    def broker_pid(self, system: str) -> int | None:
+        return self.pylog.processes[0].pid if system == "pylog" else self.kafka.nodes[0].running_pid()
+
     def create_topic(self, system: str, topic: str, partitions: int) -> None:
         with AdminClient(self.bootstrap(system)) as admin:
             admin.create_topics(topic, partitions, 1, {})
@@ -110,6 +113,20 @@ class GroupSystems:
         if starter is not None:
             starter.join(_START_TIMEOUT_S)
         return Restart(spawned, ready)
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process, all its threads (``/proc/PID/stat``); 0 if unknown.
+    On a shared machine this is the number that does not move with the load."""
+    import os
+
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _spawn_pylog(directory: Path) -> subprocess.Popen:

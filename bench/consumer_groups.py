@@ -73,7 +73,7 @@ class Sizes:
 
 
 FULL = Sizes(200_000, 2_000, 10.0, 1_000, 1_000, 1_000_000, 300.0)
-QUICK = Sizes(10_000, 500, 3.0, 20, 100, 100_000, 60.0)
+QUICK = Sizes(10_000, 300, 2.0, 20, 100, 50_000, 60.0)
 
 
 class Bench:
@@ -133,7 +133,7 @@ def commit_rows(bench: Bench, systems: GroupSystems) -> None:
         systems.create_topic(system, "commits", COMMIT_PARTITIONS)
     samples = bench.alternate("commits", lambda system, n: rows.commits(
         systems.bootstrap(system), "commits", f"commits-{n}", s.commits_max, s.commit_warm_up,
-        s.commit_duration_s, s.timeout_s))
+        s.commit_duration_s, s.timeout_s, systems.broker_pid(system)))
     note = "commit_async, 1 partition per OffsetCommit, simple commits, 5 in flight, 1 connection"
     load = tools.load_average()
     bench.add("offset commits, 1 client", "commits/s", samples, lambda r: r["commits_per_sec"],
@@ -142,6 +142,9 @@ def commit_rows(bench: Bench, systems: GroupSystems) -> None:
               note="commit_async to its callback", load=load)
     bench.add("offset commit latency p99", "ms", samples, lambda r: r["p99_ms"], lower_is_better=True,
               note="commit_async to its callback; target <= 10 ms", load=load)
+    bench.add("broker CPU per commit", "us", samples, lambda r: r["broker_cpu_us_per_commit"], lower_is_better=True,
+              note="broker process CPU time (all threads) over the run / commits: what the load does not move; "
+                   "1e6 / this = commits/s one free core could serve", load=load)
 
 
 def takeover_rows(bench: Bench, systems: GroupSystems) -> None:
@@ -165,6 +168,8 @@ def takeover_rows(bench: Bench, systems: GroupSystems) -> None:
                    "target <= 3 s")
     bench.add("coordinator takeover, from the new process", "s", results, lambda r: r["from_spawn_s"],
               lower_is_better=True, note="process spawned to first good OffsetFetch (broker start included)")
+    bench.add("coordinator takeover, broker CPU", "s", results, lambda r: r["broker_cpu_s"], lower_is_better=True,
+              note="broker process CPU time from ready to the first good OffsetFetch (all threads)")
     bench.add("writing the offsets (1 connection)", "offsets/s", results,
               lambda r: s.groups * s.partitions / r["write_s"],
               note=f"{s.groups:,} OffsetCommits of {s.partitions:,} partitions, 5 in flight")
@@ -201,7 +206,7 @@ def consume_rows(bench: Bench, systems: GroupSystems) -> None:
 def _number(value, unit: str) -> str:
     if not isinstance(value, (int, float)):
         return str(value or "-")[:40]
-    if unit in ("ms", "s", "x"):
+    if unit in ("ms", "s", "x", "us"):
         return f"{value:,.2f}"
     return f"{value:,.0f}"
 
