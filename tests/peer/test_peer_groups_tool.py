@@ -1,9 +1,7 @@
 """``pylog groups`` (and ``GroupAdmin``/``KafkaOffsetStore`` under it) against a real group
 coordinator: the same scenarios on Apache Kafka and on pylog, with a confluent-kafka consumer
 as the group's member. What is asserted is what Apache Kafka 4.1's ``kafka-consumer-groups``
-shows and refuses in the same situation (checked when these tests were written).
-
-pylog's side is expected to fail until its group coordinator lands (issue 14)."""
+shows and refuses in the same situation (checked when these tests were written)."""
 
 from __future__ import annotations
 
@@ -23,10 +21,8 @@ from peer_support import unique_topic
 
 DEADLINE_S = 30.0
 _groups = itertools.count()
-COORDINATOR_PENDING = pytest.mark.xfail(strict=False, reason="group coordinator lands with issue 14")
 
-
-@pytest.fixture(params=["kafka", pytest.param("pylog", marks=COORDINATOR_PENDING)])
+@pytest.fixture(params=["kafka", "pylog"])
 def system(request):
     return request.getfixturevalue(f"{request.param}_peer")
 
