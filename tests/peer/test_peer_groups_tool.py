@@ -191,11 +191,11 @@ def test_kafka_offset_store_round_trip(system):
         assert group not in store.groups()
 
 
-def test_zookeeper_store_beside_the_kafka_store(kafka_peer, zookeeper):
+def test_zookeeper_store_beside_the_kafka_store(system, zookeeper):
     """Groups whose offsets live in ZooKeeper keep working, and ``--store all`` shows both."""
-    bootstrap, topic = kafka_peer.bootstrap, unique_topic("tool-zk")
+    bootstrap, topic = system.bootstrap, unique_topic("tool-zk")
     zk_group, kafka_group = unique_group(), unique_group()
-    kafka_peer.create_topic(topic, partitions=1)
+    system.create_topic(topic, partitions=1)
     produce(bootstrap, topic, {0: 6})
     with ZkOffsetStore(zookeeper.connect_string) as zk, KafkaOffsetStore(bootstrap) as kafka:
         zk.commit(zk_group, {(topic, 0): 2})
