@@ -125,8 +125,13 @@ class GroupCoordinatorService:
         self._next_token += 1
         future = self._tokens[token] = loop.create_future()
         self.stats.requests += 1
-        self._apply(self.core.handle(token, api_key, api_version, request, client_id or "", client_host,
-                                     self._now_ms()))
+        try:
+            effects = self.core.handle(token, api_key, api_version, request, client_id or "", client_host,
+                                       self._now_ms())
+        except BaseException:
+            self._tokens.pop(token, None)  # a core bug: the dispatcher closes the connection, logged
+            raise
+        self._apply(effects)
         return await future
 
     def _apply(self, effects) -> None:
@@ -311,6 +316,7 @@ class GroupCoordinatorService:
                 continue
             self._sleeping_until = None
             self._apply(self.core.tick(self._now_ms()))
+            await asyncio.sleep(0)  # a deadline still due after a tick must not starve the loop
 
     # ---------------------------------------------------------------------------- lifecycle
 

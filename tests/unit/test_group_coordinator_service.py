@@ -42,6 +42,7 @@ class FakeCore:
         self.parked: list = []
         self.writes: dict[int, object] = {}  # write id -> token
         self.deadline: int | None = None
+        self.stuck = False  # tick leaves the deadline due (a core bug the shell must survive)
         self._write_ids = iter(range(1, 1_000_000))
 
     def handle(self, token, api_key, api_version, request, client_id, client_host, now_ms):
@@ -74,7 +75,8 @@ class FakeCore:
 
     def tick(self, now_ms):
         self.calls.append(("tick", now_ms))
-        self.deadline = None
+        if not self.stuck:
+            self.deadline = None
         return []
 
     def next_deadline(self):
@@ -274,6 +276,24 @@ def test_the_timer_ticks_at_the_cores_deadline(tmp_path):
             await world.service.handle(12, 4, "ping", "c", "h")
             await until(lambda: world.core.of("tick"))
             assert world.core.of("tick") == [(world.clock.now,)]
+
+    Test.world = world
+    run(Test)
+
+
+def test_a_deadline_that_stays_due_does_not_starve_the_event_loop(tmp_path):
+    world = World(tmp_path)
+
+    class Test:
+        service = world.service
+
+        @staticmethod
+        async def body():
+            world.core.stuck = True
+            world.core.deadline = world.clock.now
+            await world.service.handle(12, 4, "ping", "c", "h")
+            await until(lambda: len(world.core.of("tick")) > 10)
+            assert await world.service.handle(12, 4, "pong", "c", "h") == ("answer", "pong")
 
     Test.world = world
     run(Test)
