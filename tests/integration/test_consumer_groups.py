@@ -328,3 +328,32 @@ def test_committed_offsets_survive_the_coordinators_broker_being_killed(broker_c
         assert committed[partition] >= offset, (partition, committed[partition], offset)
     print(f"\n{commits} synchronous commits in {elapsed:.1f} s ({commits / elapsed:.0f}/s) across a "
           f"coordinator kill (broker {killed} -> {new_coordinator}), {failures} failed while it moved")
+
+
+def test_a_rebalance_survives_the_coordinators_broker_being_killed(broker_cluster):
+    """Two members are Stable; a third joins (a rebalance starts) and at that moment the
+    coordinator's broker is SIGKILLed. The members find the new coordinator, which loaded the
+    group from the replicated offsets partition, and the three of them split the partitions."""
+    cluster = broker_cluster(3, offsets_topic_replication_factor="3", offsets_topic_num_partitions="10",
+                             controlled_shutdown_enable="false", **GROUP_SETTINGS)
+    create_topic(cluster.bootstrap, "rota", 6, replication=3)
+    members = [rdkafka_consumer(cluster.bootstrap, "rotas") for _ in range(2)]
+    for member in members:
+        member.subscribe(["rota"])
+
+    def split(group: list[Consumer]) -> bool:
+        sets = [assigned(m) for m in group]
+        return all(len(s) == 6 // len(group) for s in sets) and set().union(*sets) == set(range(6))
+
+    poll_until(members, lambda: split(members), what="two members with three partitions each")
+    coordinator = wait_for_coordinator(cluster.brokers[0].port, "rotas")
+    members.append(rdkafka_consumer(cluster.bootstrap, "rotas"))
+    members[2].subscribe(["rota"])
+    members[2].poll(0.3)  # its FindCoordinator and JoinGroup are on the way: a rebalance begins
+    cluster.broker(coordinator).kill()
+    took = poll_until(members, lambda: split(members), what="three members with two partitions each")
+    survivor = next(b for b in cluster.brokers if b.broker_id != coordinator)
+    assert wait_for_coordinator(survivor.port, "rotas") != coordinator
+    print(f"\nthe group of three formed {took:.1f} s after its coordinator's broker was killed")
+    for member in members:
+        member.close()
