@@ -20,7 +20,6 @@ from group_wire import GroupWire, consumer_assignment, consumer_subscription
 from peer_support import unique_topic
 
 from broker.client.admin import AdminClient
-from broker.coordinator.group.core import partition_for
 from broker.tools.kafka_peer import run_kafka_tool
 
 TOOL_TIMEOUT_S = 90.0
@@ -144,6 +143,51 @@ def test_consumer_groups_list_with_state(group_peer):
 OFFSET_COMMIT_VALUE_VERSIONS = {"kafka": 4, "pylog": 3}
 
 
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode``: ``31*h + c`` over UTF-16 code units, int32 wrap-around, signed."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def offsets_partition(group: str) -> int:
+    """The group's partition of ``__consumer_offsets`` as Kafka computes it:
+    ``Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions``, where ``Utils.abs`` is
+    ``Math.abs`` with Integer.MIN_VALUE mapped to 0 (not ``toPositive``'s ``& 0x7fffffff``, which
+    the partitioner uses: the two differ for every negative hash)."""
+    h = java_string_hash(group)
+    return (0 if h == -(1 << 31) else abs(h)) % OFFSETS_PARTITIONS
+
+
+def group_with_hash(prefix: str, negative: bool) -> str:
+    """A new group id whose Java hash is negative (or not): for a non-negative hash both ways of
+    making it positive agree, so a test that is not about placement takes such a group."""
+    while (java_string_hash(group := unique_group(prefix)) < 0) != negative:
+        pass
+    return group
+
+
+def test_group_records_are_in_kafkas_partition_for_the_group(group_peer):
+    """A group with a negative Java hash: its commit is appended to partition
+    ``abs(hash) % 50`` of ``__consumer_offsets`` (where Kafka's coordinator, Burrow and any tool
+    that reads one group's records look), not ``(hash & 0x7fffffff) % 50``."""
+    topic = group_peer.create_topic(unique_topic("tools-placement"), partitions=1)
+    group = group_with_hash("tools-placement", negative=True)
+    h = java_string_hash(group)
+    expected, masked = offsets_partition(group), (h & 0x7FFFFFFF) % OFFSETS_PARTITIONS
+    with GroupWire(group_peer) as wire:
+        wire.ready(group)
+        with AdminClient(group_peer.bootstrap) as admin:
+            before = admin.list_offsets(OFFSETS_TOPIC, [expected, masked], "latest")
+            assert wire.commit(group, {(topic, 0): 1}) == {(topic, 0): "NONE"}
+            after = admin.list_offsets(OFFSETS_TOPIC, [expected, masked], "latest")
+    if expected != masked:
+        assert after[masked] == before[masked], f"{group}'s commit went to partition {masked}"
+    assert after[expected] == before[expected] + 1, (group, expected, before, after)
+
+
 def committed_group(peer, topic: str, group: str) -> tuple[str, int, int]:
     """The scenario both decoders read: a simple commit of two partitions while the group is
     Empty, one member (generation 1) that commits partition 0 again, then leaves (generation 2,
@@ -209,10 +253,10 @@ def check_group_metadata(values: list[dict], topic: str, member_id: str) -> None
 
 
 def test_console_consumer_decodes_the_offsets_topic(group_peer):
-    topic, group = unique_topic("tools-decode"), unique_group("tools-decode")
+    topic, group = unique_topic("tools-decode"), group_with_hash("tools-decode", negative=False)
     group_peer.create_topic(topic, partitions=2)
     member_id, started_ms, ended_ms = committed_group(group_peer, topic, group)
-    partition = partition_for(group, OFFSETS_PARTITIONS)
+    partition = offsets_partition(group)
 
     commits = [r for r in read_offsets_partition(group_peer, partition, "OffsetsMessageFormatter")
                if r["key"]["data"]["group"] == group]
@@ -246,10 +290,10 @@ def dump_offsets_segment(peer, partition: int) -> list[tuple[dict, dict]]:
 
 
 def test_dump_log_decodes_the_offsets_segment(group_peer):
-    topic, group = unique_topic("tools-dump-offsets"), unique_group("tools-dump-offsets")
+    topic, group = unique_topic("tools-dump-offsets"), group_with_hash("tools-dump-offsets", negative=False)
     group_peer.create_topic(topic, partitions=2)
     member_id, _, _ = committed_group(group_peer, topic, group)
-    records = [(k, v) for k, v in dump_offsets_segment(group_peer, partition_for(group, OFFSETS_PARTITIONS))
+    records = [(k, v) for k, v in dump_offsets_segment(group_peer, offsets_partition(group))
                if k["data"]["group"] == group]
     # dump-log prints the key type and value version as strings
     commits = [(k["data"]["topic"], k["data"]["partition"], v["data"]["offset"], v["data"]["leaderEpoch"],
