@@ -11,8 +11,7 @@ when it plans batch N+1. What the test checks on each system, with one stated ou
   batch read and an offline load, whose ``commit`` moves the group to the load's end;
 - a query given the id of a group that has members fails with the reason, the group goes on.
 
-pylog's side waits for its group coordinator (issue 14); until then FindCoordinator answers
-COORDINATOR_NOT_AVAILABLE and the query fails on its first commit, loudly.
+Both systems are held to the same literal outcome (what Apache Kafka 4.1 does).
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ from broker.tools.kafka_peer import run_kafka_tool
 
 pytestmark = pytest.mark.integration
 
-COORDINATOR_PENDING = pytest.mark.xfail(strict=False, reason="group coordinator lands with issue 14")
 PARTITIONS = 2
 PER_PARTITION = 30
 MAX_OFFSETS_PER_TRIGGER = 20  # 10 per partition per batch: three batches
@@ -37,7 +35,7 @@ QUERY_TIMEOUT_S = 120.0  # a deadline: AvailableNow queries end by themselves
 TOOL_TIMEOUT_S = 90.0
 
 
-@pytest.fixture(params=["kafka", pytest.param("pylog", marks=COORDINATOR_PENDING)])
+@pytest.fixture(params=["kafka", "pylog"])
 def peer(request):
     return request.getfixturevalue(f"{request.param}_peer")
 
