@@ -2,7 +2,8 @@
 
 It speaks only the Kafka protocol (``broker.wire``) and RecordBatch v2 (``broker.records``), so
 it works against pylog and against a real Kafka cluster alike. Standard-library sockets, no
-asyncio. ``AdminClient`` and ``Consumer`` have one owner thread and no thread of their own;
+asyncio. ``AdminClient`` and ``Consumer`` have one owner thread and no thread of their own
+(except a group member's heartbeat thread, ``group_membership``);
 ``Producer`` is thread-safe and runs one I/O thread (see ``broker.client.sender``).
 
     from broker.client import AdminClient, Producer, Consumer
@@ -15,6 +16,10 @@ asyncio. ``AdminClient`` and ``Consumer`` have one owner thread and no thread of
         consumer.assign([("orders", 0)])
         records = consumer.poll(timeout_ms=1000)
         table = consumer.poll_arrow(timeout_ms=1000)         # Spark's Kafka source schema
+    with Consumer("localhost:9092", group_id="loads") as consumer:   # a consumer group member
+        consumer.subscribe(["orders"], on_revoke=print)      # range / roundrobin / cooperative-sticky
+        records = consumer.poll(timeout_ms=1000)             # joins; a heartbeat thread keeps it in
+        consumer.commit()                                    # auto-commit is on by default too
 """
 
 from broker.client.admin import AdminClient, TopicDescription
