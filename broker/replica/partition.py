@@ -326,6 +326,25 @@ class Partition:
                                 self.log.log_start_offset, leader_term=self.leader_term)
         return self._error(verdict._replace(batch_index=-1))  # Kafka: no record errors for sequences
 
+    def append_as_coordinator(self, records: memoryview, limits: BatchLimits) -> AppendResult:
+        """A coordinator's own batch to its internal topic (acks=all): the broker built it (one
+        uncompressed batch, producer id -1, every record keyed), so the client-facing checks of
+        ``append_as_leader`` (record keys and timestamps, producer sequences) are skipped; the
+        ISR rule for acks=all, the structural checks and the log's own validation still apply."""
+        assert self.is_leader, "coordinators write to partitions they lead"
+        if len(self.isr) < self.effective_min_isr:
+            return AppendResult(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                error_message=f"ISR {list(self.isr)} is smaller than "
+                                              f"min.insync.replicas={self.effective_min_isr}")
+        limits = self._append_limits(limits)
+        try:
+            headers = _batch_headers(records, limits)
+        except _BadBatch as bad:
+            return self._error(bad.error)
+        assert len(headers) == 1 and headers[0].producer_id < 0 and not headers[0].is_control, \
+            "a coordinator appends one plain batch of its own"
+        return self._append(records, headers, limits)
+
     def _append_limits(self, limits: BatchLimits) -> BatchLimits:
         """The broker's limits with this topic's ``max.message.bytes``, made once per change
         (``_replace`` on every produce was a measurable part of a small one)."""

@@ -20,9 +20,11 @@ shell does its I/O, the way ``broker.server.controller`` serves ``ControllerCore
   cancelled and ``core.unload_partition`` answers the parked requests NOT_COORDINATOR. A new
   leader epoch of a leadership kept changes nothing: the log was not truncated in between.
 - **Appends.** An ``Append`` effect becomes one uncompressed record batch (producer id -1)
-  appended as leader with acks=all through ``Partition.append_as_leader``, the call Produce
-  uses; Produce's refusal of internal topics is in its handler, so clients stay refused while
-  the coordinator writes. Appends happen synchronously, in effect order. Each waits until the
+  appended as leader with acks=all through ``Partition.append_as_coordinator``: Produce's path
+  (``append_as_leader``) without the checks a client's batch needs and a batch the broker built
+  cannot fail (keys, timestamps, sequences: they were half the CPU of a commit). Produce's
+  refusal of internal topics is in its handler, so clients stay refused while the coordinator
+  writes. Appends happen synchronously, in effect order. Each waits until the
   high watermark passes it (the purgatory, as an acks=all Produce), for at most
   ``offsets.commit.timeout.ms``; then ``core.write_done(write_id, error)``: 0, or the produce
   error (NOT_ENOUGH_REPLICAS 19, NOT_ENOUGH_REPLICAS_AFTER_APPEND 20, NOT_LEADER_OR_FOLLOWER 6,
@@ -157,7 +159,7 @@ class GroupCoordinatorService:
         now = self._now_ms()
         batch = encode_batch([Record(i, now, key, value) for i, (key, value) in enumerate(append.records)],
                              base_offset=0)
-        result = partition.append_as_leader(memoryview(batch), -1, self._replicas.settings.limits)
+        result = partition.append_as_coordinator(memoryview(batch), self._replicas.settings.limits)
         if result.error_code != ErrorCode.NONE:
             logger.warning("%s-%d: coordinator append failed: %s (%s)", GROUP_METADATA_TOPIC_NAME,
                            append.partition, ErrorCode(result.error_code).name, result.error_message)

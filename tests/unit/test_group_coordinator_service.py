@@ -249,6 +249,13 @@ def test_a_write_that_is_not_replicated_in_time_fails_and_a_lost_leader_fails_at
             world.clock.now += 50  # the shell's deadline is on the injected clock
             world.replicas.purgatory.notify((OFFSETS, 0))
             assert await write == ("written", ErrorCode.REQUEST_TIMED_OUT)
+            # An ISR below min.insync.replicas: refused before anything is appended.
+            partition = world.replicas.get(OFFSETS, 0)
+            partition.min_insync_replicas = 2
+            world.lead(0, 1, 1, replicas=(1, 2), isr=(1,))
+            assert await world.service.handle(8, 8, ("write", 0, [kv(2)]), "c", "h") == (
+                "written", ErrorCode.NOT_ENOUGH_REPLICAS)
+            assert partition.log.log_end_offset == 1
             # To a partition led elsewhere: NOT_LEADER_OR_FOLLOWER at once, nothing appended.
             assert await world.service.handle(8, 8, ("write", 7, [kv(1)]), "c", "h") == (
                 "written", ErrorCode.NOT_LEADER_OR_FOLLOWER)
