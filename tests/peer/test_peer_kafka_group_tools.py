@@ -15,7 +15,14 @@ import base64
 import json
 import time
 
-from group_clients import GroupMember, group_peer, produce_spread, unique_group, wait_until  # noqa: F401
+from group_clients import (  # noqa: F401  (group_peer: fixture)
+    GroupMember,
+    group_peer,
+    produce_spread,
+    pylog_differs,
+    unique_group,
+    wait_until,
+)
 from group_wire import GroupWire, consumer_assignment, consumer_subscription
 from peer_support import unique_topic
 
@@ -169,6 +176,8 @@ def group_with_hash(prefix: str, negative: bool) -> str:
     return group
 
 
+@pylog_differs("pylog's partition_for makes the hash positive with & 0x7fffffff (Utils.toPositive); Kafka's "
+               "group coordinator uses Utils.abs (Math.abs): another partition for every negative hash")
 def test_group_records_are_in_kafkas_partition_for_the_group(group_peer):
     """A group with a negative Java hash: its commit is appended to partition
     ``abs(hash) % 50`` of ``__consumer_offsets`` (where Kafka's coordinator, Burrow and any tool
