@@ -104,3 +104,19 @@ def test_the_zookeeper_view_makes_followers_but_never_leaders(tmp_path):
     rm.become_leader_or_follower(2, [(("t", 0), (1, 2), state(1, 4, (1, 2)), 7)], {})
     assert rm.get("t", 0).is_leader
     rm.close()
+
+
+def test_leadership_listeners_hear_every_change_of_this_brokers_leadership(tmp_path):
+    rm, _, _ = manager(tmp_path)
+    heard = []
+    rm.add_leadership_listener(lambda *change: heard.append(change))
+    rm.become_leader_or_follower(1, [(("t", 0), (1, 2), state(1, 0, (1, 2)), 0),
+                                     (("t", 1), (1, 2), state(2, 0, (1, 2)), 0)], {})  # follower: silent
+    rm.become_leader_or_follower(1, [(("t", 0), (1, 2), state(1, 1, (1,)), 1)], {})  # a new epoch
+    rm.become_leader_or_follower(1, [(("t", 0), (1, 2), state(1, 1, (1, 2)), 2)], {})  # ISR only: silent
+    rm.become_leader_or_follower(1, [(("t", 0), (1, 2), state(2, 2, (2,)), 3),
+                                     (("t", 1), (1, 2), state(1, 1, (1,)), 1)], {})
+    rm.stop_replicas(1, [(("t", 1), True)])  # removed while leading
+    assert heard == [("t", 0, True, 0), ("t", 0, True, 1), ("t", 0, False, 2), ("t", 1, True, 1),
+                     ("t", 1, False, 1)]
+    rm.close()
