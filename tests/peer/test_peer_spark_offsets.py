@@ -5,7 +5,8 @@
 consumer sends them), one batch behind the query because Spark calls ``commit(end of batch N)``
 when it plans batch N+1. What the test checks on each system, with one stated outcome:
 
-- Kafka's own ``kafka-consumer-groups --describe`` shows the group's offsets, log end and lag;
+- Kafka's own ``kafka-consumer-groups --describe`` shows the group's offsets, log end and lag,
+  and ``pylog groups describe --store kafka`` the same rows;
 - ``KafkaOffsetStore.fetch`` (an OffsetFetch) answers the same offsets;
 - a new query (new checkpoint) with ``startingOffsets=group`` starts exactly there, and so does a
   batch read and an offline load, whose ``commit`` moves the group to the load's end;
@@ -81,6 +82,22 @@ def describe_group(bootstrap: str, group: str) -> list[list[str]]:
     return sorted(line.split()[:6] for line in out.splitlines() if line.split()[:1] == [group])
 
 
+def pylog_describe_group(bootstrap: str, group: str) -> list[list[str]]:
+    """``pylog groups describe --store kafka`` rows of ``group``, the same six columns."""
+    import argparse
+    import io
+
+    from broker.tools.groups import add_groups_parser, run_groups
+
+    parser = argparse.ArgumentParser()
+    add_groups_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["groups", "describe", "--group", group, "--bootstrap-server", bootstrap,
+                              "--store", "kafka"])
+    out = io.StringIO()
+    assert run_groups(args, out) == 0, out.getvalue()
+    return sorted(line.split()[:6] for line in out.getvalue().splitlines() if line.split()[:1] == [group])
+
+
 def test_streaming_commits_to_the_offsets_topic_and_group_start_resumes(spark, peer, tmp_path):
     topic, group = unique_topic("spark-commit"), unique_topic("spark-group")
     peer.create_topic(topic, partitions=PARTITIONS)
@@ -95,6 +112,7 @@ def test_streaming_commits_to_the_offsets_topic_and_group_start_resumes(spark, p
     assert fetch_committed(peer.bootstrap, group, topic) == {(topic, 0): 20, (topic, 1): 20}
     assert describe_group(peer.bootstrap, group) == [[group, topic, str(p), "20", "30", "10"]
                                                      for p in range(PARTITIONS)]
+    assert pylog_describe_group(peer.bootstrap, group) == describe_group(peer.bootstrap, group)
 
     # A new query of the group (its own checkpoint) starts where the group is: the 20 offsets the
     # first run read but did not commit, and the 20 produced since.
