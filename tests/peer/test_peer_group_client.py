@@ -395,3 +395,29 @@ def test_pylog_shares_a_group_with_librdkafka_and_kafka_python(peer, first):
         stop_all(members)
         for other in others:
             other.stop()
+
+
+def test_an_assign_consumer_with_a_group_id_commits_and_resumes(peer):
+    """``assign()`` with a ``group_id``: no membership, "simple" commits (generation -1), and the
+    next consumer of that group starts each partition at its committed offset (Java's
+    ``assign`` + ``commitSync``; how Spark-style readers keep offsets)."""
+    topic, group = unique_topic("grp-assign"), unique_group("assign")
+    peer.create_topic(topic, partitions=2)
+    produce_to = [(p, i) for p in range(2) for i in range(6)]
+    with Producer(peer.bootstrap) as producer:
+        for p, i in produce_to:
+            producer.send(topic, b"%d" % i, partition=p)
+        producer.flush()
+    tps = [(topic, 0), (topic, 1)]
+    with Consumer(peer.bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False) as first:
+        first.assign(tps)
+        got: list = []
+        wait_until(lambda: got.extend(first.poll(200)) or len(got) >= 12, "first read")
+        first.commit({(topic, 0): 2, (topic, 1): 5})
+        assert first.group_metadata()["generation_id"] == -1
+    with Consumer(peer.bootstrap, group_id=group, auto_offset_reset="earliest") as second:
+        second.assign(tps)
+        assert [second.position(tp) for tp in tps] == [2, 5]
+        rest: list = []
+        wait_until(lambda: rest.extend(second.poll(200)) or len(rest) >= 5, "the rest")
+        assert sorted((r.partition, r.offset) for r in rest) == [(0, 2), (0, 3), (0, 4), (0, 5), (1, 5)]
