@@ -3,9 +3,9 @@
 observes (its assignment, the records it read, its committed offsets), so the same group scenario
 on Apache Kafka and on pylog can be compared with ``==``.
 
-Also here: ``group_peer``, the per-system fixture of the group modules (pylog's side is expected
-to fail until its group coordinator lands, issue 14), the wait for a group's coordinator, and
-records spread over a topic's partitions.
+Also here: ``group_peer``, the per-system fixture of the group modules (``pylog_differs`` marks
+pylog's side of a test expected to fail for a named difference), the wait for a group's
+coordinator, and records spread over a topic's partitions.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from wire_probe import connect
 from broker.client.producer import Producer
 from broker.wire import ApiKey, ErrorCode, FindCoordinatorRequest
 
-__all__ = ["COORDINATOR_PENDING", "CLIENTS", "DEADLINE_S", "GroupMember", "group_peer", "open_consumer",
+__all__ = ["CLIENTS", "DEADLINE_S", "GroupMember", "group_peer", "open_consumer",
            "produce_spread", "pylog_differs", "unique_group", "wait_for_coordinator", "wait_until"]
 
 DEADLINE_S = 30.0
@@ -30,10 +30,6 @@ SESSION_TIMEOUT_MS = 6_000  # Kafka's group.min.session.timeout.ms: the shortest
 HEARTBEAT_INTERVAL_MS = 500
 CLIENTS = ("confluent", "kafka-python")
 
-# pylog's group coordinator is being built (issue 14); until it lands, pylog's side of these
-# tests fails. strict=False: once it passes the xfail is to be removed, not to fail the run.
-COORDINATOR_PENDING = pytest.mark.xfail(strict=False, reason="group coordinator lands with issue 14")
-
 _group_numbers = itertools.count()
 
 
@@ -41,7 +37,7 @@ def unique_group(prefix: str = "peer-group") -> str:
     return f"{prefix}-{next(_group_numbers)}-{time.monotonic_ns() % 1_000_000}"
 
 
-@pytest.fixture(params=["kafka", pytest.param("pylog", marks=COORDINATOR_PENDING)])
+@pytest.fixture(params=["kafka", "pylog"])
 def group_peer(request):
     """Either system, for group scenarios whose expected outcome is stated once and must hold on
     both (the outcome is what Apache Kafka 4.1 does, checked when this tier was written)."""
@@ -50,7 +46,8 @@ def group_peer(request):
 
 def pylog_differs(reason: str):
     """For a test whose pylog side fails for a known difference from Kafka (a bug to fix, named
-    in ``reason``): ``group_peer`` with that reason on pylog's side instead of the general one."""
+    in ``reason``): ``group_peer`` with pylog's side expected to fail (strict=False: the fix
+    makes it pass, and then this mark goes)."""
     return pytest.mark.parametrize("group_peer", [
         "kafka", pytest.param("pylog", marks=pytest.mark.xfail(strict=False, reason=reason))], indirect=True)
 

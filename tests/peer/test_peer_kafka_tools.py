@@ -7,8 +7,8 @@ against what the test put in, and compared between the two systems after the par
 differ (ports, ids, paths) are normalised. Differences kept on purpose are named where they are
 normalised, with the reason.
 
-kafka-consumer-perf-test subscribes with a consumer group (4.1 has no assign mode), so against
-pylog it needs pylog's group coordinator (issue 14).
+kafka-consumer-perf-test subscribes with a consumer group (4.1 has no assign mode): against pylog
+it goes through pylog's group coordinator (issue 14).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from group_clients import COORDINATOR_PENDING
 from peer_support import Peer, unique_topic
 
 from broker.client.admin import AdminClient
@@ -237,7 +236,7 @@ def consumer_perf(peer: Peer, topic: str, timeout_ms: int) -> tuple[ToolRun, dic
     return run, dict(zip(header.split(", "), row.split(", ")))
 
 
-@pytest.mark.parametrize("system", ["kafka", pytest.param("pylog", marks=COORDINATOR_PENDING)])
+@pytest.mark.parametrize("system", ["kafka", "pylog"])
 def test_consumer_perf_test(peers, perf_topic, system):
     """kafka-consumer-perf-test 4.1 always subscribes with a group (its --group defaults to
     perf-consumer-N; it has no option to assign partitions): it joins, is assigned both
