@@ -16,7 +16,7 @@ import pytest
 
 from broker.coordinator.group import shard as shard_module
 from broker.coordinator.group.core import GroupCoordinatorCore
-from broker.sim import groups as sim_groups
+from broker.sim import group_client
 from broker.sim.groups import run_group_simulation
 
 MIN_SEEDS = int(os.environ.get("PYLOG_GROUP_SIM_MIN_SEEDS", "200"))
@@ -75,7 +75,7 @@ def test_invariant_committed_offsets_catches_a_cache_that_misses_commits(monkeyp
 def test_invariant_coverage_catches_an_assignment_with_overlaps(monkeypatch):
     def overlapping(member_ids, partitions):
         return {m: list(range(partitions)) for m in sorted(member_ids)}
-    monkeypatch.setattr(sim_groups, "range_assignment", overlapping)
+    monkeypatch.setattr(group_client, "range_assignment", overlapping)
     assert any("exactly once" in v for v in _fails_somewhere(range(5)))
 
 
@@ -97,4 +97,16 @@ def test_invariant_generations_catch_a_core_that_reuses_generations(monkeypatch)
     (2, ["m1", "m2", "m3"], {"m1": [0], "m2": [1], "m3": []}),
 ])
 def test_model_range_assignment(partitions, members, expected):
-    assert sim_groups.range_assignment(members, partitions) == expected
+    assert group_client.range_assignment(members, partitions) == expected
+
+
+def test_invariant_liveness_catches_a_member_that_never_comes_back(monkeypatch):
+    original = group_client.GroupClient.rejoin_after_error
+
+    def gives_up(self, code):
+        if code == 27 and self.name == "client1":
+            self.state = "idle"  # a client that drops out of the group without leaving
+            return
+        original(self, code)
+    monkeypatch.setattr(group_client.GroupClient, "rejoin_after_error", gives_up)
+    assert any("not settled" in v for v in _fails_somewhere(range(10)))
