@@ -189,3 +189,25 @@ def test_a_query_may_not_commit_to_a_group_with_members(spark, peer, tmp_path):
     assert f"Committing the offsets of group '{group}' to the kafka offsets store failed: UNKNOWN_MEMBER_ID" \
         in message, message[:3000]
     assert "give it another 'kafka.group.id'" in message
+
+
+def test_a_restarted_query_resumes_from_its_checkpoint_not_the_group(spark, peer, tmp_path):
+    """The checkpoint is the source of truth: after the group's offsets were moved back (a reset
+    by hand), the query restarted on its checkpoint reads on from where it stopped, and commits
+    its progress over the reset."""
+    from broker.client.offset_store import KafkaOffsetStore
+
+    topic, group = unique_topic("spark-restart"), unique_topic("spark-restart-group")
+    peer.create_topic(topic, partitions=PARTITIONS)
+    produce(peer.bootstrap, topic, PER_PARTITION)
+    options = {"kafka.bootstrap.servers": peer.bootstrap, "subscribe": topic, "startingOffsets": "group",
+               "kafka.group.id": group, "offsets.store": "kafka",
+               "maxOffsetsPerTrigger": str(MAX_OFFSETS_PER_TRIGGER)}
+    checkpoint = str(tmp_path / "ck")
+    # A group without offsets starts at earliest.
+    assert run_available_now(spark, options, checkpoint) == [{topic: {"0": n, "1": n}} for n in (10, 20, 30)]
+    with KafkaOffsetStore(peer.bootstrap) as store:
+        store.commit(group, {(topic, p): 0 for p in range(PARTITIONS)})
+    produce(peer.bootstrap, topic, 20, start=PER_PARTITION)
+    assert run_available_now(spark, options, checkpoint) == [{topic: {"0": n, "1": n}} for n in (40, 50)]
+    assert fetch_committed(peer.bootstrap, group, topic) == {(topic, 0): 40, (topic, 1): 40}
