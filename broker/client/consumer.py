@@ -142,13 +142,16 @@ class Consumer:
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._last_stable_offsets: dict[TopicPartition, int] = {}
         self._closed = False
+        if default_api_timeout_ms <= 0:
+            raise ValueError(f"default_api_timeout_ms must be positive, got {default_api_timeout_ms}")
         self._default_api_timeout_ms = default_api_timeout_ms
         self._subscribed = False
         self._group: ConsumerGroup | None = None
         if group_id is not None:
-            self._group = ConsumerGroup(self, GroupSettings(group_id, group_instance_id, session_timeout_ms,
-                                                     heartbeat_interval_ms, max_poll_interval_ms),
-                                 partition_assignment_strategy, enable_auto_commit, auto_commit_interval_ms)
+            settings = GroupSettings(group_id, group_instance_id, session_timeout_ms, heartbeat_interval_ms,
+                                     max_poll_interval_ms)
+            self._group = ConsumerGroup(self, settings, partition_assignment_strategy, enable_auto_commit,
+                                        auto_commit_interval_ms)
 
     @property
     def read_committed(self) -> bool:
@@ -609,4 +612,3 @@ def _arrow():
     import pyarrow
 
     return pyarrow
-
