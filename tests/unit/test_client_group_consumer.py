@@ -167,3 +167,40 @@ def test_every_assignor_runs_for_the_leader(strategy):
     out = p.perform_assignment(strategy, members)
     total = sorted(q for b in out.values() for tp in decode_assignment(b).assigned_partitions for q in tp.partitions)
     assert total == [0, 1, 2]
+
+
+def test_consumer_subscribe_argument_rules():
+    from broker.client.consumer import Consumer
+
+    with pytest.raises(ValueError, match="group_id"):
+        Consumer("127.0.0.1:1").subscribe(["t"])
+    with pytest.raises(ValueError, match="group_id"):
+        Consumer("127.0.0.1:1").commit({("t", 0): 1})
+    consumer = Consumer("127.0.0.1:1", group_id="g")
+    with pytest.raises(ValueError, match="topics or a pattern"):
+        consumer.subscribe(["t"], pattern="t.*")
+    with pytest.raises(ValueError, match="topics or a pattern"):
+        consumer.subscribe()
+    consumer.subscribe("single-topic")
+    assert consumer.subscription() == ["single-topic"]
+    with pytest.raises(ValueError, match="unsubscribe"):
+        consumer.assign([("t", 0)])
+    with pytest.raises(ValueError, match=">= 0"):
+        consumer._commit_offsets({("t", 0): -1})
+    for bad in ({"partition_assignment_strategy": "sticky-ish"}, {"auto_commit_interval_ms": 0},
+                {"default_api_timeout_ms": 0}, {"heartbeat_interval_ms": 50_000}):
+        with pytest.raises(ValueError):
+            Consumer("127.0.0.1:1", group_id="g", **bad)
+
+
+def test_consumer_properties_with_kafka_group_names():
+    from broker.client.properties import consumer_options_from_properties
+
+    assert consumer_options_from_properties({
+        "group.id": "g", "group.instance.id": "i", "session.timeout.ms": "10000",
+        "heartbeat.interval.ms": "1000", "max.poll.interval.ms": "60000",
+        "partition.assignment.strategy": "cooperative-sticky", "enable.auto.commit": "false",
+        "auto.commit.interval.ms": "100", "default.api.timeout.ms": "5000"}) == {
+        "group_id": "g", "group_instance_id": "i", "session_timeout_ms": 10000, "heartbeat_interval_ms": 1000,
+        "max_poll_interval_ms": 60000, "partition_assignment_strategy": "cooperative-sticky",
+        "enable_auto_commit": False, "auto_commit_interval_ms": 100, "default_api_timeout_ms": 5000}
