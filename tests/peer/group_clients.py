@@ -91,8 +91,11 @@ def produce_spread(peer, topic: str, partitions: int, per_partition: int) -> Non
 
 
 class _Confluent:
-    """confluent-kafka (librdkafka): the range assignor only, so the split is the same as
-    kafka-python's and as the Java client's default (range, then cooperative-sticky)."""
+    """confluent-kafka (librdkafka): the range assignor unless ``config`` says otherwise, so the
+    split is the same as kafka-python's and as the Java client's default (range, then
+    cooperative-sticky). ``events`` are the rebalance callbacks seen: ("assign" | "revoke",
+    sorted partitions), incremental ones under cooperative-sticky (the binding then assigns by
+    itself, as the callbacks do not)."""
 
     def __init__(self, bootstrap: str, group: str, config: dict) -> None:
         from confluent_kafka import Consumer
@@ -102,9 +105,13 @@ class _Confluent:
             "enable.auto.commit": False, "session.timeout.ms": SESSION_TIMEOUT_MS,
             "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS, "partition.assignment.strategy": "range",
             **config})
+        self.events: list[tuple[str, list[int]]] = []
 
     def subscribe(self, topics: list[str]) -> None:
-        self.consumer.subscribe(topics)
+        def seen(kind: str):
+            return lambda _consumer, partitions: self.events.append((kind, sorted(tp.partition for tp in partitions)))
+
+        self.consumer.subscribe(topics, on_assign=seen("assign"), on_revoke=seen("revoke"))
 
     def poll(self) -> list[tuple]:
         from confluent_kafka import KafkaError
@@ -205,6 +212,7 @@ class GroupMember:
         self._assignment: frozenset[tuple[str, int]] = frozenset()
         self._records: list[tuple] = []
         self._polls = 0
+        self._events: list[tuple[str, list[int]]] = []
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"group-member-{client}", daemon=True)
         self._thread.start()
@@ -220,6 +228,7 @@ class GroupMember:
                     with self._lock:
                         self._records.extend(records)
                         self._assignment = assignment
+                        self._events = list(getattr(consumer, "events", ()))
                         self._polls += 1
             finally:
                 consumer.close()
@@ -246,6 +255,13 @@ class GroupMember:
         self._check()
         with self._lock:
             return list(self._records)
+
+    @property
+    def events(self) -> list[tuple[str, list[int]]]:
+        """The rebalance callbacks the member saw (confluent-kafka only), in order."""
+        self._check()
+        with self._lock:
+            return list(self._events)
 
     @property
     def polls(self) -> int:

@@ -119,3 +119,36 @@ def test_committed_is_none_for_a_group_without_commits(group_peer):
             assert consumer.committed([(topic, 0), (topic, 1)]) == {(topic, 0): None, (topic, 1): None}
         finally:
             consumer.close()
+
+
+def test_cooperative_sticky_moves_only_what_must_move(group_peer):
+    """KIP-429, all on the client side: a second member joins a group whose first member holds all
+    6 partitions; with cooperative-sticky the first member gives up exactly 3 (an incremental
+    revoke) and keeps the other 3 throughout, and the second gets the 3 given up. The coordinator
+    only has to run two rebalances in a row with correct generations."""
+    topic, group = unique_topic("group-coop"), unique_group("coop")
+    group_peer.create_topic(topic, partitions=PARTITIONS)
+    wait_for_coordinator(group_peer, group)
+    config = {"partition.assignment.strategy": "cooperative-sticky"}
+    first = GroupMember("confluent", group_peer.bootstrap, group, [topic], **config)
+    second = None
+    try:
+        wait_until(lambda: len(first.assignment) == PARTITIONS, "the first member holds every partition")
+        second = GroupMember("confluent", group_peer.bootstrap, group, [topic], **config)
+        members = [first, second]
+        split = wait_until(lambda: stable_split(members, PARTITIONS), f"a stable split of {topic}")
+        kept = {p for _, p in first.assignment}
+        moved = {p for _, p in second.assignment}
+        first_events, second_events = first.events, second.events
+    finally:
+        for member in (first, second):
+            if member is not None:
+                member.stop_polling()
+        for member in (first, second):
+            if member is not None:
+                member.stop()
+    assert [len(half) for half in split] == [3, 3]
+    nonempty = [(kind, partitions) for kind, partitions in first_events if partitions]
+    assert nonempty == [("assign", list(range(PARTITIONS))), ("revoke", sorted(moved))], first_events
+    assert [(kind, p) for kind, p in second_events if p] == [("assign", sorted(moved))], second_events
+    assert kept | moved == set(range(PARTITIONS)) and not kept & moved
