@@ -33,6 +33,7 @@ import asyncio
 import logging
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
@@ -47,10 +48,13 @@ __all__ = ["CleanedFiles", "CleanerWorker", "CleanerWorkerError", "PassRequest",
 
 logger = logging.getLogger(__name__)
 
-# Added to the worker's nice value: the broker's network loop and request handling come first on a
-# busy machine; on an idle one the cleaner still gets all the CPU it wants.
-WORKER_NICENESS = 10
+# Added to the worker's nice value (19: the lowest priority): the broker's network loop and request
+# handling come first on a busy machine; on an idle one the cleaner still gets all the CPU it wants.
+# Measured against 0 and 10 in docs/performance.md. The price: on a CPU saturated for long,
+# compaction falls behind (CFS still gives a nice-19 task about 1.5% of a contended core).
+WORKER_NICENESS = 19
 _FDS_PER_MESSAGE = 200  # under the kernel's SCM_MAX_FD (253) file descriptors per message
+_EXIT_WAIT_S = 5  # for an idle worker to see its socket closed and exit
 _REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -113,16 +117,19 @@ class CleanerWorker:
         self._sock = ours
         self._conn = Connection(os.dup(ours.fileno()))
 
-    def close(self) -> None:
-        """Stop the worker (it exits when its socket closes; killed if it does not at once)."""
+    def close(self, kill: bool = False) -> None:
+        """Stop the worker: an idle one exits when its socket closes; ``kill`` for one that may
+        be mid-pass (its work is worth nothing once the broker stopped listening)."""
         conn, sock, process = self._conn, self._sock, self._process
         self._conn = self._sock = self._process = None
         for end in (conn, sock):
             if end is not None:
                 end.close()
         if process is not None:
+            if kill:
+                process.kill()
             try:
-                process.wait(timeout=5)
+                process.wait(timeout=_EXIT_WAIT_S)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
@@ -149,7 +156,7 @@ class CleanerWorker:
             done = True
         finally:
             if not done:  # an error here or there, or cancelled: the worker may be mid-pass
-                self.close()
+                self.close(kill=True)
                 if group:  # what a killed worker left of the group it was writing
                     _discard_cleaned(request.directory, group[0].base_offset)
 
@@ -224,6 +231,7 @@ def _send_error(conn: Connection, exc: BaseException) -> None:
 
 def main(fd: int) -> None:
     os.nice(WORKER_NICENESS)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C on a foreground broker: it closes the socket
     conn = Connection(fd)
     sock = socket.socket(fileno=os.dup(fd))
     while True:
