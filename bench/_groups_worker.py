@@ -23,7 +23,8 @@ on the machine (Linux CLOCK_MONOTONIC), so the bench can compare times of differ
   round-robin over the partitions (``--commits`` of them, or as many as
   ``--duration-s`` allows), pipelined up to ``max.in.flight.requests.per.connection`` (5);
   each commit's latency is from ``commit_async`` to its callback (which runs as soon as its answer
-  is read: the pipeline reads the oldest answer when it is full). Then ``committed()`` must give
+  is read: the pipeline reads the oldest answer when it is full), and the client's own CPU time
+  per commit (``time.process_time``, all its threads). Then ``committed()`` must give
   back the last offset of every partition. Prints one JSON line.
 - ``consume``: read ``--records`` records from the start of every partition, with ``assign()``
   or as the one member of a new group (``subscribe``, auto-commit on, its default 5 s), through
@@ -112,7 +113,9 @@ def commits(args) -> int:
         return sent_count, time.perf_counter() - started
 
     run(args.warm_up, args.duration_s, record=False)
+    cpu_before = time.process_time()
     count, elapsed = run(args.commits, args.duration_s, record=True)
+    client_cpu_s = time.process_time() - cpu_before
     committed = consumer.committed(tps, timeout_ms=30_000)
     wrong = [f"{t}-{p}: {committed[(t, p)]} != {last[(t, p)]}" for t, p in tps
              if committed[(t, p)] is None or committed[(t, p)].offset != last[(t, p)]]
@@ -120,7 +123,7 @@ def commits(args) -> int:
     latencies.sort()
     _emit(commits=count, elapsed_s=elapsed, commits_per_sec=count / elapsed,
           p50_ms=1000 * statistics.median(latencies), p99_ms=1000 * latencies[int(0.99 * (len(latencies) - 1))],
-          max_ms=1000 * latencies[-1], errors=len(errors), first_error=errors[0] if errors else None,
+          max_ms=1000 * latencies[-1], client_cpu_us_per_commit=1e6 * client_cpu_s / count, errors=len(errors), first_error=errors[0] if errors else None,
           committed_wrong=wrong[:5])
     return 0
 
