@@ -421,3 +421,35 @@ def test_an_assign_consumer_with_a_group_id_commits_and_resumes(peer):
         rest: list = []
         wait_until(lambda: rest.extend(second.poll(200)) or len(rest) >= 5, "the rest")
         assert sorted((r.partition, r.offset) for r in rest) == [(0, 2), (0, 3), (0, 4), (0, 5), (1, 5)]
+
+
+def test_a_second_member_with_the_same_instance_id_fences_the_first(peer):
+    """KIP-345: a new consumer with a ``group.instance.id`` already in the group takes its place;
+    the old one learns it is fenced (FENCED_INSTANCE_ID on its heartbeat or commit) and its next
+    poll raises ``FencedInstanceIdError``."""
+    from broker.client import FencedInstanceIdError
+
+    topic, group = unique_topic("grp-fence"), unique_group("fence")
+    peer.create_topic(topic, partitions=2)
+    old = Consumer(peer.bootstrap, group_id=group, group_instance_id="same", auto_offset_reset="earliest",
+                   session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS)
+    new = None
+    try:
+        old.subscribe([topic])
+        wait_until(lambda: old.poll(100) is not None and len(old.assignment()) == 2, "the first member")
+        new = Member(peer, group, [topic], group_instance_id="same")
+        wait_until(lambda: new.assignment == (0, 1), "the new member with the same instance id")
+
+        def fenced() -> bool:
+            try:
+                old.poll(100)
+                old.commit()
+            except FencedInstanceIdError:
+                return True
+            return False
+
+        wait_until(fenced, "the old member is fenced")
+    finally:
+        if new is not None:
+            new.stop()
+        old.close()
