@@ -8,7 +8,7 @@ Each test makes its own group (and topic); a one-broker peer coordinates every g
 from __future__ import annotations
 
 import pytest
-from group_clients import group_peer, pylog_differs, unique_group  # noqa: F401  (fixture)
+from group_clients import group_peer, unique_group  # noqa: F401  (fixture)
 from group_wire import GroupWire, consumer_assignment, consumer_subscription, error_name
 from peer_support import unique_topic
 
@@ -202,8 +202,6 @@ def test_describe_stable_then_empty(wire, topic, group_peer):
             empty.members) == ("NONE", "Empty", "consumer", "", [])
 
 
-@pylog_differs("pylog's member client host is '127.0.0.1' (no leading '/'): Kafka stores and "
-               "answers Java's InetAddress.toString(), '/127.0.0.1'")
 def test_member_client_host_as_java_prints_it(wire, topic):
     """A member's client host is Java's ``InetAddress.toString()`` of the connection's peer,
     ``"/127.0.0.1"`` (no host name): DescribeGroups answers it, kafka-consumer-groups prints it in

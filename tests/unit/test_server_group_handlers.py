@@ -97,7 +97,7 @@ def test_requests_reach_the_coordinator_with_the_client_id(harness):
     response = run(harness.call(ApiKey.HEARTBEAT, 4, REQUESTS[ApiKey.HEARTBEAT]))
     assert response.error_code == ErrorCode.NOT_COORDINATOR
     ((api_key, version, request, client_id, host),) = groups.seen
-    assert (api_key, version, request.member_id, client_id, host) == (ApiKey.HEARTBEAT, 4, "m", "test", "")
+    assert (api_key, version, request.member_id, client_id, host) == (ApiKey.HEARTBEAT, 4, "m", "test", "/")
 
 
 def test_offset_commit_answers_unknown_partitions_itself_in_request_order(harness):
