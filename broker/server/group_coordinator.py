@@ -82,6 +82,8 @@ class GroupServiceStatistics:
     last_load_ms: int = -1
     loaded: set = field(default_factory=set)  # partitions loaded
     loading: set = field(default_factory=set)
+    requests_waiting: int = 0  # requests the core has not answered yet (parked joins, commits)
+    writes_waiting: int = 0  # appends waiting for the high watermark
 
 
 class _Write:
@@ -345,7 +347,9 @@ class GroupCoordinatorService:
 
     def statistics(self) -> GroupServiceStatistics:
         return GroupServiceStatistics(**{**vars(self.stats), "loaded": set(self.stats.loaded),
-                                         "loading": set(self.stats.loading)})
+                                         "loading": set(self.stats.loading),
+                                         "requests_waiting": len(self._tokens),
+                                         "writes_waiting": sum(map(len, self._writes.values()))})
 
 
 def decode_records(data: bytes, from_offset: int = 0) -> list[tuple[bytes, bytes | None]]:

@@ -223,6 +223,8 @@ def test_writes_wait_for_the_followers_and_complete_in_append_order(tmp_path):
             await until(lambda: world.replicas.get(OFFSETS, 0).log.log_end_offset == 3)
             await asyncio.sleep(0.02)
             assert not any(w.done() for w in writes) and world.core.of("write_done") == []
+            stats = world.service.statistics()
+            assert (stats.requests_waiting, stats.writes_waiting) == (3, 3)
             partition = world.replicas.get(OFFSETS, 0)
             partition.record_follower_fetch(2, 2)  # the follower has the first two
             await until(lambda: len(world.core.of("write_done")) == 2)
