@@ -186,3 +186,22 @@ def test_offset_metadata_larger_than_the_limit(connections, topic):
     assert admin.commit(group, {(topic, 1): 2}, metadata="y" * 4096) == {(topic, 1): "NONE"}
     assert admin.fetch_offsets(group, [(topic, 0), (topic, 1)])[1] == {
         (topic, 0): (-1, "", "NONE"), (topic, 1): (2, "y" * 4096, "NONE")}
+
+
+def test_a_group_record_too_large_for_the_offsets_topic(connections, topic):
+    """A member's metadata of 1.2 MB joins (requests may be that large), but the group record
+    SyncGroup must write exceeds message.max.bytes (1 MiB): the sync is UNKNOWN_SERVER_ERROR with
+    no assignment, the group goes back to PreparingRebalance (its member is told to rejoin), and
+    the generation's commits are still taken."""
+    wire, _, admin = connections
+    group = unique_group("huge-metadata")
+    admin.ready(group)
+    protocols = [("range", b"\0" * 1_200_000)]
+    first = wire.join(group, protocols=protocols)
+    joined = wire.join(group, first.member_id, protocols=protocols)
+    assert (error_name(joined.error_code), joined.generation_id) == ("NONE", 1)
+    synced = wire.sync(group, first.member_id, 1, {first.member_id: consumer_assignment({topic: [0]})})
+    assert (error_name(synced.error_code), synced.assignment) == ("UNKNOWN_SERVER_ERROR", b"")
+    assert state(admin, group) == ("PreparingRebalance", [first.member_id])
+    assert admin.heartbeat(group, first.member_id, 1) == "REBALANCE_IN_PROGRESS"
+    assert admin.commit(group, {(topic, 0): 1}, first.member_id, 1) == {(topic, 0): "NONE"}
