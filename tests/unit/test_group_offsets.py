@@ -199,3 +199,21 @@ def test_retention_counts_from_when_group_became_empty():
     h.advance(240_000)
     assert fetched(h.answer(h.fetch({"t": [0]}))) == {("t", 0): -1}
     assert h.group() is None
+
+
+def test_commit_v1_timestamp_and_v2_retention_become_the_record():
+    from broker.wire.apis.offset_commit import OffsetCommitRequest
+    h = Harness()
+    tcls, pcls = OffsetCommitRequest.OffsetCommitRequestTopic, OffsetCommitRequest.OffsetCommitRequestPartition
+    v1 = OffsetCommitRequest(group_id=GROUP, generation_id_or_member_epoch=-1, member_id="", topics=[
+        tcls(name="t", partitions=[pcls(partition_index=0, committed_offset=4, commit_timestamp=123,
+                                        committed_metadata=None)])])
+    assert commit_codes(h.answer(h.request(8, 1, v1))) == {("t", 0): 0}
+    v2 = OffsetCommitRequest(group_id=GROUP, generation_id_or_member_epoch=-1, member_id="",
+                             retention_time_ms=60_000, topics=[
+        tcls(name="t", partitions=[pcls(partition_index=1, committed_offset=5, committed_metadata="x")])])
+    assert commit_codes(h.answer(h.request(8, 2, v2))) == {("t", 1): 0}
+    (_, first), (_, second) = h.log[_partition(h)][-2:]
+    a, b = decode_offset_commit_value(first), decode_offset_commit_value(second)
+    assert (first[:2], a.commit_timestamp, a.metadata) == (b"\x00\x03", 123, "")
+    assert (second[:2], b.commit_timestamp, b.expire_timestamp) == (b"\x00\x01", h.now, h.now + 60_000)

@@ -102,8 +102,10 @@ def handle_commit(shard, token, version: int, request, now_ms: int) -> list:
                 codes[(topic.name, p.partition_index)] = OFFSET_METADATA_TOO_LARGE
                 continue
             codes[(topic.name, p.partition_index)] = 0
+            # v1 may carry the commit time (Kafka's OffsetAndMetadata.fromRequest); -1: now
+            commit_ms = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now_ms
             value = OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch if version >= 6 else -1,
-                                      metadata or "", now_ms, expire_ms)
+                                      metadata or "", commit_ms, expire_ms)
             key = (request.group_id, topic.name, p.partition_index)
             values.append((key, value))
             records.append((encode_offset_commit_key(*key), _encode_value(value)))
