@@ -400,3 +400,18 @@ def test_heartbeats_and_commits_do_not_grow_the_timer_heap():
             h.advance(1_000)
     assert len(shard._timers) < 20
     assert h.group().state is S.STABLE and len(h.group().members) == 2
+
+
+def test_group_over_a_lowered_max_size_rebalances_at_load_and_refuses_the_last_rejoiner():
+    h = Harness()
+    ids = form_group(h, n=3)
+    log = list(h.log[_partition(h)])
+    small = Harness(GroupSettings(num_partitions=4, initial_rebalance_delay_ms=0, max_size=2), load_all=False)
+    small.run(small.core.load_partition(_partition(h), log, small.now))
+    assert small.group().state is S.PREPARING_REBALANCE
+    t0, t1 = small.join(member_id=ids[0]), small.join(member_id=ids[1])
+    refused = small.answer(small.join(member_id=ids[2]))
+    assert refused.error_code == 81 and ids[2] not in small.group().members
+    small.advance(30_000)  # the rebalance timeout completes the join without it
+    assert small.answer(t0).error_code == 0 and small.answer(t1).generation_id == 2
+    assert sorted(small.group().members) == sorted(ids[:2])

@@ -52,7 +52,9 @@ def handle_join(shard, token, version: int, request, client_id: str, client_host
             return error(UNKNOWN_MEMBER_ID)
         group = shard.get_or_create_group(request.group_id, now_ms)
     if not _accept_joining_member(group, member_id, settings.max_size):
-        effects = rb.remove_member(shard, group, member_id, now_ms) if group.has_member(member_id) else []
+        # Kafka removes a refused known member without moving the group on: the rebalance in
+        # progress completes on its timer without it.
+        effects = rb.answer_waiters(group.remove(member_id), GROUP_MAX_SIZE_REACHED)
         return effects + error(GROUP_MAX_SIZE_REACHED, "")
     waiter = Waiter(token, version)
     ctx = _JoinContext(shard, group, waiter, version, request, client_id, client_host, now_ms)
