@@ -6,9 +6,11 @@
    directory, on free ports;
 2. produces a sample event stream (JSON clicks and purchases, keyed by user) to ``events``;
 3. runs a streaming query ``events`` -> parse, enrich -> ``events-enriched`` with a checkpoint and
-   ``Trigger.AvailableNow`` (bounded by ``maxOffsetsPerTrigger``), publishing its consumed offsets
-   to ZooKeeper as group ``demo-enrich``;
-4. runs an incremental offline load of ``events-enriched`` into Parquet (group ``demo-offline``);
+   ``Trigger.AvailableNow`` (bounded by ``maxOffsetsPerTrigger``), committing its consumed offsets
+   to Kafka's ``__consumer_offsets`` as group ``demo-enrich`` (``offsets.store=kafka``, where
+   ``kafka-consumer-groups`` and ``pylog groups describe`` see them);
+4. runs an incremental offline load of ``events-enriched`` into Parquet, keeping its place in
+   ZooKeeper as group ``demo-offline`` (``offsets.store=zookeeper``);
 5. prints a summary (rows, offsets, lag per group) and stops the cluster (``pylog cluster down``).
 
 The cluster is driven through the ``pylog`` command line in a subprocess: the connector's import
@@ -29,7 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from broker.client import AdminClient, Producer
-from broker.client.offset_store import ZkOffsetStore
+from broker.client.offset_store import KafkaOffsetStore, ZkOffsetStore
 
 __all__ = ["main"]
 
@@ -70,14 +72,13 @@ def _produce(bootstrap: str, count: int) -> None:
         producer.flush()
 
 
-def _stream(spark, bootstrap: str, zookeeper: str, checkpoint: Path) -> list[dict]:
+def _stream(spark, bootstrap: str, checkpoint: Path) -> list[dict]:
     from pyspark.sql import functions as F
 
     events = (spark.readStream.format("pylog")
               .option("kafka.bootstrap.servers", bootstrap).option("subscribe", EVENTS)
               .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "4000")
-              .option("kafka.group.id", STREAM_GROUP).option("offsets.store", "zookeeper")
-              .option("zookeeper.connect", zookeeper).load())
+              .option("kafka.group.id", STREAM_GROUP).option("offsets.store", "kafka").load())
     parsed = events.select("key", F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"))
     enriched = parsed.select(
         "key",
@@ -108,11 +109,13 @@ def _offline_load(spark, bootstrap: str, zookeeper: str, output: Path) -> tuple[
 
 def _lag(bootstrap: str, zookeeper: str) -> dict[str, dict]:
     out = {}
-    with ZkOffsetStore(zookeeper) as store, AdminClient(bootstrap) as admin:
-        for group, topic in ((STREAM_GROUP, EVENTS), (OFFLINE_GROUP, ENRICHED)):
+    with KafkaOffsetStore(bootstrap) as kafka, ZkOffsetStore(zookeeper) as zk, AdminClient(bootstrap) as admin:
+        for group, topic, store, name in ((STREAM_GROUP, EVENTS, kafka, "kafka"),
+                                          (OFFLINE_GROUP, ENRICHED, zk, "zookeeper")):
             committed = store.fetch(group, [topic])
             ends = admin.list_offsets(topic, list(range(PARTITIONS)), "latest")
-            out[group] = {"topic": topic, "committed": sum(committed.values()), "log_end": sum(ends.values()),
+            out[group] = {"store": name, "topic": topic, "committed": sum(committed.values()),
+                          "log_end": sum(ends.values()),
                           "lag": sum(ends[p] - committed.get((topic, p), 0) for p in ends)}
     return out
 
@@ -134,7 +137,7 @@ def run(root: Path, events: int, out=sys.stdout) -> dict:
                                                              "spark.ui.showConsoleProgress": "false"})
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            batches = _stream(spark, bootstrap, zookeeper, root / "checkpoint")
+            batches = _stream(spark, bootstrap, root / "checkpoint")
             for b in batches:
                 print(f"  stream batch {b['batch']}: {b['rows']} rows, end {b['end']}", file=out)
             enriched = spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap) \
