@@ -11,6 +11,9 @@ import pytest
 from group_clients import group_peer, unique_group  # noqa: F401  (fixture)
 from group_wire import GroupWire, consumer_assignment, consumer_subscription, error_name
 from peer_support import unique_topic
+from wire_probe import api_version_ranges
+
+from broker.wire import ApiKey
 
 
 @pytest.fixture
@@ -28,6 +31,27 @@ def new_group(wire: GroupWire, prefix: str) -> str:
     group = unique_group(prefix)
     wire.ready(group)
     return group
+
+
+# ------------------------------------------------------------------------------- ApiVersions
+
+GROUP_API_RANGES = {  # what Apache Kafka 4.1 advertises for the classic group protocol
+    ApiKey.FIND_COORDINATOR: (0, 6), ApiKey.JOIN_GROUP: (0, 9), ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.HEARTBEAT: (0, 4), ApiKey.LEAVE_GROUP: (0, 5), ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9), ApiKey.OFFSET_DELETE: (0, 0), ApiKey.LIST_GROUPS: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 6), ApiKey.DELETE_GROUPS: (0, 2),
+}
+# Named: versions pylog's codec does not speak yet, so it does not advertise them; every client
+# negotiates the highest version in both ranges, so they are never sent to pylog. DescribeGroups
+# v6 adds a per-group error message (KIP-1043); FindCoordinator v5 adds TRANSACTION_ABORTABLE to
+# its answers (KIP-890) and v6 the share-group key type (KIP-932).
+PYLOG_RANGES = {**GROUP_API_RANGES, ApiKey.DESCRIBE_GROUPS: (0, 5), ApiKey.FIND_COORDINATOR: (0, 4)}
+
+
+def test_group_api_versions(group_peer):
+    ranges = api_version_ranges(group_peer)
+    expected = PYLOG_RANGES if group_peer.name == "pylog" else GROUP_API_RANGES
+    assert {key: ranges.get(key) for key in GROUP_API_RANGES} == expected
 
 
 # ------------------------------------------------------------------------------------ JoinGroup

@@ -108,7 +108,7 @@ def test_consumer_groups_describe_offsets_state_and_members(group_peer):
         assert header == OFFSETS_HEADER and offsets_columns(rows) == offsets and other == []
         consumer_ids = {row[6] for row in rows}
         assert len(consumer_ids) == 1 and consumer_ids.pop().startswith(f"{CLIENT_ID}-")
-        assert {row[8] for row in rows} == {CLIENT_ID}  # HOST: see test_member_client_host_as_java_prints_it
+        assert {(row[7], row[8]) for row in rows} == {("/127.0.0.1", CLIENT_ID)}  # Java's InetAddress.toString()
 
         header, rows, _ = consumer_groups(group_peer, "--describe", "--group", group, "--state", "--verbose")
         assert header == ["GROUP", "COORDINATOR-(ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
@@ -120,8 +120,10 @@ def test_consumer_groups_describe_offsets_state_and_members(group_peer):
         header, rows, _ = consumer_groups(group_peer, "--describe", "--group", group, "--members", "--verbose")
         assert header == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
                           "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
-        [[name, consumer_id, _host, client_id, *assigned]] = rows
-        assert (name, client_id, assigned) == (group, CLIENT_ID, ["3", "-", f"{topic}:0,1,2", "-", "-"])
+        [[name, consumer_id, host, client_id, *assigned]] = rows
+        assert (name, host, client_id, assigned) == (group, "/127.0.0.1", CLIENT_ID,
+                                                     ["3", "-", f"{topic}:0,1,2", "-", "-"])
+        assert consumer_id.startswith(f"{CLIENT_ID}-")
     finally:
         member.stop()
 
@@ -248,10 +250,9 @@ def check_group_metadata(values: list[dict], topic: str, member_id: str) -> None
     [member] = joined.pop("members")
     assert (joined["protocolType"], joined["generation"], joined["protocol"], joined["leader"]) == (
         "consumer", 1, "range", member_id)
-    member.pop("clientHost")  # see test_member_client_host_as_java_prints_it
     subscription, assignment = member.pop("subscription"), member.pop("assignment")
     assert member == {"memberId": member_id, "groupInstanceId": None, "clientId": "peer-tier",
-                      "rebalanceTimeout": 10_000, "sessionTimeout": 6_000}
+                      "clientHost": "/127.0.0.1", "rebalanceTimeout": 10_000, "sessionTimeout": 6_000}
     assert subscription in (base64.b64encode(consumer_subscription([topic])).decode(),  # console
                             {"topics": [topic], "userData": None})                          # dump-log
     assert assignment in (base64.b64encode(consumer_assignment({topic: [0, 1]})).decode(),
