@@ -43,8 +43,8 @@ GROUP_API_RANGES = {  # what Apache Kafka 4.1 advertises for the classic group p
 }
 # Named: versions pylog's codec does not speak yet, so it does not advertise them; every client
 # negotiates the highest version in both ranges, so they are never sent to pylog. DescribeGroups
-# v6 adds a per-group error message (KIP-1043); FindCoordinator v5 adds TRANSACTION_ABORTABLE to
-# its answers (KIP-890) and v6 the share-group key type (KIP-932).
+# v6 answers an unknown group GROUP_ID_NOT_FOUND with an error message (KIP-1043); FindCoordinator
+# v5 may answer TRANSACTION_ABORTABLE (KIP-890) and v6 adds the share-group key type (KIP-932).
 PYLOG_RANGES = {**GROUP_API_RANGES, ApiKey.DESCRIBE_GROUPS: (0, 5), ApiKey.FIND_COORDINATOR: (0, 4)}
 
 
