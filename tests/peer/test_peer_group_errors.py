@@ -187,6 +187,23 @@ def test_simple_commit_against_a_group_with_active_members(wire, topic):
     assert wire.fetch_offsets(group, [(topic, 0)])[1] == {(topic, 0): (6, "m6", "NONE")}
 
 
+@pytest.mark.parametrize("version,leader_epoch", [(4, -1), (5, 5), (7, 5), (9, 5)])
+def test_committed_leader_epoch_and_null_metadata(wire, topic, version, leader_epoch):
+    """A commit's leader epoch (OffsetCommit v6+) comes back from OffsetFetch v5+ (-1 before);
+    null metadata is stored as ""."""
+    group = new_group(wire, "epoch")
+    answer = wire.call(ApiKey.OFFSET_COMMIT, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "topics": [{
+            "name": topic, "partitions": [{"partition_index": 0, "committed_offset": 3,
+                                           "committed_leader_epoch": 5, "committed_metadata": None}]}]})
+    assert [error_name(p.error_code) for t in answer.topics for p in t.partitions] == ["NONE"]
+    body = {"group_id": group, "topics": None}
+    fetched = wire.call(ApiKey.OFFSET_FETCH, {"groups": [body]} if version >= 8 else body, version)
+    topics = fetched.groups[0].topics if version >= 8 else fetched.topics
+    assert [(p.committed_offset, p.committed_leader_epoch, p.metadata) for t in topics for p in t.partitions] == [
+        (3, leader_epoch, "")]
+
+
 @pytest.mark.parametrize("version", [1, 7, 9])
 def test_offset_fetch_of_an_unknown_group(wire, topic, version):
     """No committed offset is -1 with no error, whatever the group (v1: per partition only;

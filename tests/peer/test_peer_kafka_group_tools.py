@@ -284,8 +284,8 @@ def test_console_consumer_decodes_the_offsets_topic(group_peer):
 
 
 def dump_offsets_segment(peer, partition: int) -> list[tuple[dict, dict]]:
-    """kafka-dump-log --offsets-decoder on the partition's first segment: (key, payload) per record;
-    every batch must be valid (CRC)."""
+    """kafka-dump-log --offsets-decoder on the partition's first segment: (key, payload) per record,
+    payload None for a tombstone; every batch must be valid (CRC)."""
     [segment] = [d / f"{OFFSETS_TOPIC}-{partition}" / f"{0:020d}.log" for d in peer.data_dirs
                  if (d / f"{OFFSETS_TOPIC}-{partition}").is_dir()]
     out = tool("kafka-dump-log", ["--files", str(segment), "--offsets-decoder"])
@@ -295,16 +295,24 @@ def dump_offsets_segment(peer, partition: int) -> list[tuple[dict, dict]]:
     for line in out.splitlines():
         if line.startswith("| offset: "):
             key, _, payload = line.partition(" key: ")[2].partition(" payload: ")
-            records.append((json.loads(key), json.loads(payload)))
+            records.append((json.loads(key), None if payload == "<DELETE>" else json.loads(payload)))
     return records
 
 
 def test_dump_log_decodes_the_offsets_segment(group_peer):
+    """The same records through kafka-dump-log, and the tombstones DeleteGroups writes."""
     topic, group = unique_topic("tools-dump-offsets"), group_with_hash("tools-dump-offsets", negative=False)
     group_peer.create_topic(topic, partitions=2)
     member_id, _, _ = committed_group(group_peer, topic, group)
+    with GroupWire(group_peer) as wire:
+        assert wire.delete_groups([group]) == {group: "NONE"}
     records = [(k, v) for k, v in dump_offsets_segment(group_peer, offsets_partition(group))
                if k["data"]["group"] == group]
+    # DeleteGroups wrote tombstones, one batch: each committed partition's, then the group's
+    records, tombstones = records[:-3], records[-3:]
+    assert [v for _, v in tombstones] == [None, None, None]
+    assert sorted((k["type"], k["data"].get("partition")) for k, _ in tombstones[:2]) == [("1", 0), ("1", 1)]
+    assert tombstones[2][0] == {"type": "2", "data": {"group": group}}
     # dump-log prints the key type and value version as strings
     commits = [(k["data"]["topic"], k["data"]["partition"], v["data"]["offset"], v["data"]["leaderEpoch"],
                 v["data"]["metadata"]) for k, v in records if k["type"] == "1"]
