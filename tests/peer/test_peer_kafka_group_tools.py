@@ -19,7 +19,6 @@ from group_clients import (  # noqa: F401  (group_peer: fixture)
     GroupMember,
     group_peer,
     produce_spread,
-    pylog_differs,
     unique_group,
     wait_until,
 )
@@ -178,8 +177,6 @@ def group_with_hash(prefix: str, negative: bool) -> str:
     return group
 
 
-@pylog_differs("pylog's partition_for makes the hash positive with & 0x7fffffff (Utils.toPositive); Kafka's "
-               "group coordinator uses Utils.abs (Math.abs): another partition for every negative hash")
 def test_group_records_are_in_kafkas_partition_for_the_group(group_peer):
     """A group with a negative Java hash: its commit is appended to partition
     ``abs(hash) % 50`` of ``__consumer_offsets`` (where Kafka's coordinator, Burrow and any tool
@@ -369,3 +366,22 @@ def test_consumer_groups_reset_delete_offsets_and_delete(group_peer):
         assert wire.fetch_offsets(group, None)[1][(topic, 0)][0] == 7  # the refused reset changed nothing
     assert consumer_groups_lines(group_peer, "--delete", "--group", group) == [
         f"Deletion of requested consumer groups ('{group}') was successful."]
+
+
+def test_java_consumer_commits_what_it_read(group_peer):
+    """Kafka's own client in a group (kafka-console-consumer --group: subscribe, auto-commit on,
+    commit on close, LeaveGroup): it reads every record, and kafka-consumer-groups then shows
+    its committed offsets at the log end, lag 0, no member left."""
+    topic, group = unique_topic("tools-java-group"), unique_group("tools-java-group")
+    group_peer.create_topic(topic, partitions=2)
+    produce_spread(group_peer, topic, 2, 15)
+    out, err = tool_run("kafka-console-consumer", [
+        "--bootstrap-server", group_peer.bootstrap, "--topic", topic, "--group", group, "--from-beginning",
+        "--max-messages", "30", "--timeout-ms", "30000",
+        "--consumer-property", f"session.timeout.ms={6000}", "--consumer-property", "client.id=peer-java"])
+    assert sorted(out.split()) == sorted(f"p{p}-{i}" for p in range(2) for i in range(15))
+    assert "Processed a total of 30 messages" in err
+    header, rows, other = consumer_groups(group_peer, "--describe", "--group", group)
+    assert header == OFFSETS_HEADER
+    assert offsets_columns(rows) == [(group, topic, "0", "15", "15", "0"), (group, topic, "1", "15", "15", "0")]
+    assert other == [f"Consumer group '{group}' has no active members."]
