@@ -197,6 +197,7 @@ def test_members_split_the_partitions_and_rebalance_when_one_leaves(broker_clust
     rest = members[:2]
     took = poll_until(rest, lambda: split(rest, 3), what="two members with three partitions each")
     assert took < 6.0, f"rebalance after a leave took {took:.1f} s (the session timeout is 6 s)"
+    print(f"\nrebalance after a LeaveGroup: {took * 1000:.0f} ms")
     for member in rest:
         member.close()
 
@@ -237,6 +238,7 @@ def test_a_stopped_member_is_expelled_after_its_session_timeout(broker_cluster, 
         # Expelled by its 2 s session timeout, not earlier; the rebalance waits at most the
         # survivor's rebalance timeout on top.
         assert 1.5 <= took < 20, took
+        print(f"\nthe stopped member's partitions moved {took:.1f} s after SIGSTOP (session.timeout.ms 2000)")
         member.close()
     finally:
         other.send_signal(signal.SIGCONT)
