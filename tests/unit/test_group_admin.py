@@ -87,3 +87,23 @@ def test_statistics_count_what_the_core_holds():
     stats = h.core.statistics()
     assert (stats["groups"], stats["members"], stats["offsets"], stats["pending_writes"],
             stats["pending_members"], stats["partitions_loaded"]) == (2, 2, 2, 1, 1, 4)
+
+
+def java_hash(text: str) -> int:
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def test_partition_for_is_kafkas_utils_abs_of_the_java_hash():
+    from broker.coordinator.group.core import partition_for
+    assert java_hash("polygenelubricants") == -(1 << 31)  # Integer.MIN_VALUE: Utils.abs gives 0
+    assert partition_for("polygenelubricants", 50) == 0
+    negatives = [g for g in (f"group-{i}" for i in range(200)) if java_hash(g) < 0]
+    assert negatives
+    for g in negatives + ["my-group", "g", "ü-gruppe"]:
+        assert partition_for(g, 50) == abs(java_hash(g)) % 50
+    # & 0x7fffffff would put some of those elsewhere
+    assert any((java_hash(g) & 0x7FFFFFFF) % 50 != partition_for(g, 50) for g in negatives)

@@ -63,13 +63,16 @@ TICK_ROUNDS_MAX = 100  # rounds of due timers per tick (see tick)
 
 @functools.lru_cache(maxsize=65_536)  # every request hashes its group id: cache the hot ones
 def partition_for(group_id: str, num_partitions: int) -> int:
-    """``Utils.abs(groupId.hashCode) % num_partitions``: Java's String.hashCode over UTF-16 code
-    units with int32 wrap-around, then ``& 0x7fffffff`` (Kafka's ``Utils.abs``)."""
+    """``Utils.abs(groupId.hashCode()) % num_partitions`` (Kafka's GroupCoordinatorService):
+    Java's String.hashCode over UTF-16 code units with int32 wrap-around, then Kafka's
+    ``Utils.abs``, which is ``Math.abs`` except that Integer.MIN_VALUE gives 0 — not
+    ``Utils.toPositive``'s ``& 0x7fffffff``, which differs for every negative hash."""
     h = 0
     data = group_id.encode("utf-16-be")
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return (h & 0x7FFFFFFF) % num_partitions
+    signed = h - (1 << 32) if h & 0x80000000 else h
+    return (0 if signed == -(1 << 31) else abs(signed)) % num_partitions
 
 
 # The APIs bound to one group: key -> (handler, error response builder for routing errors).
