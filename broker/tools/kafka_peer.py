@@ -12,7 +12,8 @@ Files under the cluster directory ``D``:
   every node is a voter of the KRaft quorum, so 3 nodes survive the loss of one).
 - ``D/kafka-<node>/data``: its log dir, formatted by Kafka's ``StorageTool`` with the cluster id in
   ``D/cluster.id`` (the same id for every node, as ``kafka-storage format`` requires).
-- ``D/kafka-<node>/kafka.pid`` and ``kafka.out``: the java process id and its stdout/stderr.
+- ``D/kafka-<node>/kafka.pid`` and ``kafka.out``: the java process id and its stdout and stderr
+  (the log at WARN, and the JVM's own early errors); ``hs_err_pid<pid>.log`` if the JVM crashed.
 - ``D/ports``: ``node client_port controller_port`` per line, so ``down`` and ``status`` need no
   arguments but the directory.
 
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.tools.broker_process import answers_api_versions, is_process_alive
-from broker.tools.zookeeper import find_free_port
+from broker.tools.zookeeper import reserve_free_port
 
 __all__ = [
     "KAFKA_VERSION",
@@ -97,8 +98,9 @@ class KafkaInstall:
     def classpath(self) -> str:
         return str(self.libs / "*")
 
-    def command(self, main_class: str, args: Sequence[str], heap: str = "-Xmx512m") -> list[str]:
-        return [self.java, heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+    def command(self, main_class: str, args: Sequence[str], heap: str = "-Xmx512m",
+                jvm_options: Sequence[str] = ()) -> list[str]:
+        return [self.java, heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *jvm_options,
                 f"-Dlog4j2.configurationFile={_LOG4J_CONFIG}",
                 "-cp", self.classpath, main_class, *args]
 
@@ -147,6 +149,11 @@ class _Node:
     @property
     def out_path(self) -> Path:
         return self.home / "kafka.out"
+
+    @property
+    def jvm_options(self) -> list[str]:
+        # A crash report next to kafka.out (the JVM's default is the working directory).
+        return [f"-XX:ErrorFile={self.home / 'hs_err_pid%p.log'}"]
 
     def recorded_pid(self) -> int | None:
         try:
@@ -244,22 +251,32 @@ class ApacheKafkaCluster:
                     continue
                 with open(node.out_path, "ab") as out:
                     popen = subprocess.Popen(
-                        self.install.command("kafka.Kafka", [str(node.config_path)], heap=_HEAP),
+                        self.install.command("kafka.Kafka", [str(node.config_path)], heap=_HEAP,
+                                             jvm_options=node.jvm_options),
                         stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
                 started.append((node, popen))
                 node.pid_path.write_text(f"{popen.pid}\n")
-            self.wait_until_serving(timeout_s)
+            self.wait_until_serving(timeout_s, children={node.node_id: popen for node, popen in started})
         except BaseException:
             _terminate(started)  # a failed start leaves none of the nodes it started running
             raise
 
-    def wait_until_serving(self, timeout_s: float) -> None:
-        """Every node answers ApiVersions and lists every node in Metadata."""
+    def wait_until_serving(self, timeout_s: float, children: Mapping[int, subprocess.Popen] | None = None) -> None:
+        """Every node answers ApiVersions and lists every node in Metadata.
+
+        ``children`` are the processes this call's caller just started, by node id: whether one
+        exited is its ``poll()``, never ``running_pid()``. A child's /proc/<pid>/cmdline is empty
+        until the kernel finishes its exec, after Popen has returned, so ``_is_kafka`` called a JVM
+        that was starting "exited" (and start() then stopped it): 1 start in 18 with 6 at once.
+        """
+        children = children or {}
         deadline = time.monotonic() + timeout_s
         for node in self.nodes:
             while not answers_api_versions("127.0.0.1", node.client_port):
-                if node.running_pid() is None:
-                    raise KafkaPeerError(f"Apache Kafka node {node.node_id} exited:\n{self._tail(node)}")
+                child = children.get(node.node_id)
+                if _has_exited(node, child):
+                    raise KafkaPeerError(f"Apache Kafka node {node.node_id} {_exit_status(child)}; "
+                                         f"{self._tail(node)}")
                 if time.monotonic() > deadline:
                     raise KafkaPeerError(f"Apache Kafka node {node.node_id} did not serve within "
                                          f"{timeout_s} s:\n{self._tail(node)}")
@@ -309,10 +326,16 @@ class ApacheKafkaCluster:
         return [(node.node_id, node.client_port, node.running_pid()) for node in self.nodes]
 
     def _tail(self, node: _Node) -> str:
+        """The end of ``kafka.out`` (stdout and stderr, so also the JVM's own errors such as
+        "Could not reserve enough space"), and which crash reports the node's JVM left."""
         try:
-            return "\n".join(node.out_path.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:])
+            lines = node.out_path.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:]
+            text = (f"last {len(lines)} lines of {node.out_path}:\n" + "\n".join(lines) if lines
+                    else f"{node.out_path} is empty")
         except FileNotFoundError:
-            return "(no output)"
+            text = f"{node.out_path} does not exist"
+        crashes = sorted(str(path) for path in node.home.glob("hs_err_pid*.log"))
+        return text + (f"\nJVM crash reports: {', '.join(crashes)}" if crashes else "")
 
     def __enter__(self) -> "ApacheKafkaCluster":
         self.start()
@@ -374,11 +397,26 @@ def _terminate(started: list, timeout_s: float = _STOP_TIMEOUT_S) -> None:
         node.pid_path.unlink(missing_ok=True)
 
 
+def _has_exited(node: _Node, child: subprocess.Popen | None) -> bool:
+    """A child of this process by its exit status; a node started earlier by its pid file."""
+    return child.poll() is not None if child is not None else node.running_pid() is None
+
+
+def _exit_status(child: subprocess.Popen | None) -> str:
+    """How a node's JVM ended, for the start error (a signal points at the OOM killer or a user)."""
+    if child is None:
+        return "is not running (a node started before this call)"
+    code = child.returncode
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name} (pid {child.pid})"
+    return f"exited with status {code} (pid {child.pid})"
+
+
 def _distinct_free_ports(count: int, find=None) -> list[int]:
-    """``count`` different free ports: a port is free again as soon as its probe socket closes,
-    so two probes can return the same one (a client and a controller listener on one port stop
-    kafka-storage format)."""
-    find = find or find_free_port
+    """``count`` different free ports, reserved (``reserve_free_port``) so that another process's
+    probe cannot take one before Kafka binds it, seconds later. Distinct is checked still: a
+    client and a controller listener on one port stop kafka-storage format."""
+    find = find or reserve_free_port
     ports: list[int] = []
     while len(ports) < count:
         port = find()
@@ -406,7 +444,9 @@ def _split_setting(item: str) -> tuple[str, str]:
 
 
 def _is_kafka(pid: int, config_path: Path) -> bool:
-    """The pid is a java running kafka.Kafka with this config (a stale pid file kills nothing)."""
+    """The pid is a java running kafka.Kafka with this config (a stale pid file kills nothing).
+    False too for a process still in its exec (its cmdline is empty until the kernel is done):
+    ask the Popen of a child just started instead."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from broker.tools.zookeeper import DEFAULT_SETTINGS, ZooKeeperProcess, find_free_port
+from broker.tools.zookeeper import DEFAULT_SETTINGS, ZooKeeperProcess, reserve_free_port
 
 __all__ = ["LocalCluster"]
 
@@ -66,7 +66,7 @@ class LocalCluster:
 
     def start(self) -> "LocalCluster":
         settings = {**DEFAULT_SETTINGS, "tickTime": "500"}
-        self.zookeeper = ZooKeeperProcess(self.root / "zk", find_free_port(), self.root / "zk-log",
+        self.zookeeper = ZooKeeperProcess(self.root / "zk", reserve_free_port(), self.root / "zk-log",
                                           settings=settings)
         try:
             self.zookeeper.start(timeout_s=_START_TIMEOUT_S)
@@ -78,7 +78,7 @@ class LocalCluster:
         return self
 
     def _start_broker(self, broker_id: int) -> None:
-        port = find_free_port()
+        port = reserve_free_port()
         directory = self.root / f"broker-{broker_id}"
         directory.mkdir(parents=True)
         props = {

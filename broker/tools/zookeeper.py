@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_SETTINGS",
     "find_install",
     "find_free_port",
+    "reserve_free_port",
     "load_properties",
     "render_zoo_cfg",
 ]
@@ -135,6 +136,29 @@ def find_free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def reserve_free_port(host: str = "127.0.0.1") -> int:
+    """A free port kept from other processes until a server binds it (for a minute at most).
+
+    ``find_free_port``'s port is free for anyone again once its probe closes, and a launcher
+    binds it seconds later (a JVM starts slowly on a loaded machine): another test's probe, or a
+    client's outgoing connection, can take it in between. Here the port ends in TIME_WAIT (an
+    accepted connection that closed first), which Linux keeps for 60 s: bind(0) and connect()
+    skip such a port, and a bind without SO_REUSEADDR fails, while a server binding with
+    SO_REUSEADDR takes it at once (Java's ServerSocketChannel, ZooKeeper's and Kafka's
+    listeners, and pylog's asyncio server all do).
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, 0))
+        listener.listen(1)
+        address = listener.getsockname()
+        with socket.create_connection(address) as client:
+            accepted, _ = listener.accept()
+            accepted.close()  # the server side closes first: its end of the port holds TIME_WAIT
+            client.recv(1)  # the FIN arrived, so the close above completed its half
+        return address[1]
 
 
 def _accepts_tcp(host: str, port: int, timeout_s: float = 0.25) -> bool:

@@ -28,7 +28,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from broker.cluster.zk import KafkaZkClient
-from broker.tools.zookeeper import DEFAULT_SETTINGS, ZooKeeperProcess, find_free_port
+from broker.tools.zookeeper import DEFAULT_SETTINGS, ZooKeeperProcess, reserve_free_port
 
 # tickTime 500 ms lets sessions be as short as 1 s (2 ticks), so tests about session expiry are
 # quick; 6 s is Kafka 2.x's default zookeeper.session.timeout.ms before 2.5.
@@ -44,7 +44,7 @@ _chroot_numbers = itertools.count()
 def zookeeper(tmp_path_factory) -> Iterator[ZooKeeperProcess]:
     """A running ZooKeeper; ``.connect_string`` is ``127.0.0.1:<port>`` (no chroot)."""
     root = tmp_path_factory.mktemp("zookeeper")
-    process = ZooKeeperProcess(root / "data", find_free_port(), root / "log", settings=ZOOKEEPER_SETTINGS)
+    process = ZooKeeperProcess(root / "data", reserve_free_port(), root / "log", settings=ZOOKEEPER_SETTINGS)
     process.start(timeout_s=ZOOKEEPER_START_TIMEOUT_S)
     try:
         yield process
@@ -107,7 +107,9 @@ def zk_client(zk_client_factory) -> KafkaZkClient:
 #
 # ``broker_cluster(n=1, **overrides)`` starts n real broker processes (``python -m broker.server
 # --config <file>``) on free loopback ports against the session's ZooKeeper, under a fresh chroot
-# per cluster, and waits until each answers ApiVersions. Overrides are broker properties; in
+# per cluster, and waits until each answers ApiVersions. Ports (and ZooKeeper's) come from
+# ``reserve_free_port``: no other test's probe can take one before the broker binds it (a broker
+# that lost its port to another broker would leave the test talking to that one). Overrides are broker properties; in
 # keyword form underscores stand for dots (``auto_create_topics_enable="true"``), or pass
 # ``overrides={"auto.create.topics.enable": "true"}``. Every process is stopped at the end of the
 # test (SIGTERM, then SIGKILL). ``ClusterFactory`` is the same without pytest, for fixtures of a
@@ -253,7 +255,7 @@ class ClusterFactory:
         for broker_id in range(1, n + 1):
             directory = self._root / f"cluster-{number}" / f"broker-{broker_id}"
             directory.mkdir(parents=True)
-            port = find_free_port()
+            port = reserve_free_port()
             props = {
                 "broker.id": str(broker_id),
                 "listeners": f"PLAINTEXT://127.0.0.1:{port}",

@@ -14,6 +14,7 @@ from broker.tools.zookeeper import (
     find_install,
     load_properties,
     render_zoo_cfg,
+    reserve_free_port,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,3 +134,20 @@ def test_find_free_port_can_be_bound():
     assert 0 < port < 65536
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
+
+
+def test_a_reserved_port_is_held_from_probes_but_a_server_binds_it():
+    # A probe (bind without SO_REUSEADDR, as bind(0) and connect() pick) is refused: another
+    # process cannot be handed the port between the reservation and the server's bind.
+    ports = {reserve_free_port() for _ in range(20)}
+    assert len(ports) == 20
+    for port in ports:
+        with socket.socket() as probe, pytest.raises(OSError):
+            probe.bind(("127.0.0.1", port))
+    assert not ports & {find_free_port() for _ in range(2000)}
+    # A server binds with SO_REUSEADDR (Java's ServerSocketChannel, asyncio): it gets the port.
+    for port in ports:
+        with socket.socket() as server:
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            server.bind(("127.0.0.1", port))
+            server.listen()

@@ -1,5 +1,5 @@
-"""The Apache Kafka launcher: cluster ids and ports kafka-storage accepts, and a failed start
-that leaves nothing running."""
+"""The Apache Kafka launcher: cluster ids and ports kafka-storage accepts, a failed start that
+leaves nothing running, and a start error that says how the JVM ended."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_planned_ports_are_distinct():
 class SleepInstall:
     """Stands in for the Java install: each "node" is a ``sleep`` we can watch."""
 
-    def command(self, main_class, args, heap="-Xmx512m"):
+    def command(self, main_class, args, heap="-Xmx512m", jvm_options=()):
         return ["sleep", "60"]
 
 
@@ -51,3 +51,42 @@ def test_a_failed_start_stops_the_nodes_it_started(tmp_path):
             cluster.start()
     assert len(started) == 2 and all(process.poll() is not None for process in started)
     assert not any(node.pid_path.exists() for node in cluster.nodes)
+
+
+class ShellInstall:
+    """Stands in for the Java install: each "node" runs ``script`` in sh."""
+
+    def __init__(self, script):
+        self.script = script
+
+    def command(self, main_class, args, heap="-Xmx512m", jvm_options=()):
+        return ["sh", "-c", self.script]
+
+
+def start_stand_ins(tmp_path, install, timeout_s):
+    cluster = kafka_peer.ApacheKafkaCluster(tmp_path, brokers=1, install=install)
+    cluster.nodes[0].home.mkdir(parents=True)
+    with mock.patch.object(cluster, "_format"), pytest.raises(kafka_peer.KafkaPeerError) as failure:
+        cluster.start(timeout_s=timeout_s)
+    return str(failure.value)
+
+
+def test_a_node_still_starting_is_not_called_exited(tmp_path):
+    # A child's /proc/<pid>/cmdline is empty until its exec is done, after Popen returns: the
+    # launcher judged a starting JVM by it, called it exited (empty kafka.out), and stopped it.
+    # A stand-in whose cmdline never names kafka.Kafka stays alive until the deadline.
+    message = start_stand_ins(tmp_path, SleepInstall(), timeout_s=1.0)
+    assert "did not serve within 1.0 s" in message and "exited" not in message
+
+
+def test_a_node_that_exits_reports_its_status_and_stderr(tmp_path):
+    script = "echo 'Error: Could not reserve enough space for object heap' >&2; exit 3"
+    message = start_stand_ins(tmp_path, ShellInstall(script), timeout_s=60.0)
+    assert "node 1 exited with status 3" in message
+    assert "Could not reserve enough space for object heap" in message
+    assert str(tmp_path / "kafka-1" / "kafka.out") in message
+
+
+def test_a_node_killed_by_a_signal_says_which(tmp_path):
+    message = start_stand_ins(tmp_path, ShellInstall("kill -9 $$"), timeout_s=60.0)
+    assert "node 1 was killed by SIGKILL" in message and "kafka.out is empty" in message
