@@ -1,6 +1,7 @@
 """Consumer groups as clients see them, on Apache Kafka and on pylog: ``subscribe()`` with a
 ``group.id`` (confluent-kafka, kafka-python, and both in one group), the range assignor's split,
-commits, and a new member resuming at the committed offsets.
+cooperative-sticky's incremental moves, commits, and a new member resuming at the committed
+offsets.
 
 Each scenario's expected outcome is stated once (what Apache Kafka 4.1 does) and asserted on
 each system (``group_peer``), so the two are compared through the same literal.
