@@ -122,12 +122,12 @@ class CleanerWorker:
         be mid-pass (its work is worth nothing once the broker stopped listening)."""
         conn, sock, process = self._conn, self._sock, self._process
         self._conn = self._sock = self._process = None
+        if kill and process is not None:  # first: a thread blocked reading its socket sees it end
+            process.kill()
         for end in (conn, sock):
             if end is not None:
                 end.close()
         if process is not None:
-            if kill:
-                process.kill()
             try:
                 process.wait(timeout=_EXIT_WAIT_S)
             except subprocess.TimeoutExpired:
