@@ -1,16 +1,19 @@
 """The blocking work of a cleaning pass: read segments, build the offset map, write cleaned groups.
 
-This runs on a cleaner thread, never on the broker's event loop, and touches no ``Log`` state: it
-reads segment files through file descriptors of its own (``SegmentFile``, opened by path when the
-pass starts), so a segment that the log deletes or truncates meanwhile cannot hand it another
-file's bytes; the swap (``swap.py``, on the loop) then sees that the log changed and throws the
-output away.
+This runs in the cleaner's worker process (``worker.py``) or on a cleaner thread, never on the
+broker's event loop, and touches no ``Log`` state: it reads segment files through file
+descriptors of its own (``SegmentFile``, opened by path when the pass starts, and handed to the
+worker), so a segment that the log deletes or truncates meanwhile cannot hand it another file's
+bytes; the swap (``swap.py``, on the loop) then sees that the log changed and throws the output
+away.
 
-Reading: whole batches, up to ``chunk_bytes`` at a time, decoded by the vectorized Arrow codec
-with CRC checks (cleaning never copies a corrupt batch into a clean segment: a bad CRC fails the
-pass and the log is marked uncleanable). Per record only compiled or numpy code runs (hashing,
-the map, the masks); Python works per batch. A batch the pass rewrites is decoded and encoded
-again by the reference codec (``encode_retained_batch``), record by record.
+Reading: whole batches, up to ``chunk_bytes`` at a time, with CRC checks (cleaning never copies a
+corrupt batch into a clean segment: a bad CRC fails the pass and the log is marked uncleanable).
+A chunk costs a few compiled calls (``chunk_kernels``: its headers, its records with the keys
+hashed, its rewrite) and array operations; Python works per chunk, and per batch only for a CRC,
+a ``BatchInfo``, and the batches that are not plain (transactional, control, compressed, EMPTY, a
+new delete horizon), which go one by one: a batch whose delete horizon changes is decoded and
+encoded again by the reference codec (``encode_retained_batch``), record by record.
 
 Writing: one ``<base>.log.cleaned`` segment per group (with its ``.index.cleaned`` and
 ``.timeindex.cleaned``), flushed before it is returned. The group's last batch is always
@@ -209,8 +212,8 @@ def _check_headers(data: memoryview, table: np.ndarray, limits: BatchLimits) -> 
         validate_batch(data, positions[i], limits, True)  # raises for a bad one; compressed: checked whole
     for i in np.flatnonzero(bad).tolist():
         raise CorruptRecordError(f"batch at base offset {int(table[i, H_BASE_OFFSET])} is malformed")
-    for i, (position, size, crc) in enumerate(zip(positions, sizes.tolist(), table[:, H_CRC].tolist())):
-        if codecs[i] == 0 and crc32c.crc32c(data[position + ATTRIBUTES_OFFSET:position + size]) != crc:
+    for position, size, crc, plain in zip(positions, sizes.tolist(), table[:, H_CRC].tolist(), (codecs == 0).tolist()):
+        if plain and crc32c.crc32c(data[position + ATTRIBUTES_OFFSET:position + size]) != crc:
             validate_batch(data, position, limits, True)  # raises the CRC error
 
 
