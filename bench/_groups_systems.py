@@ -20,7 +20,9 @@ from pathlib import Path
 
 from _sbs_tools import ToolFailed, _ServerJvmInstall
 from broker.client.admin import AdminClient
+from broker.client.config import ClientConfig
 from broker.client.connection import BrokerConnection
+from broker.client.errors import KafkaError
 from broker.tools.broker_process import answers_api_versions
 from broker.tools.kafka_peer import ApacheKafkaCluster, find_kafka_install
 from broker.tools.perf_local import LocalCluster
@@ -33,6 +35,7 @@ BROKER_SETTINGS = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.repli
 _READY_POLL_S = 0.01
 _START_TIMEOUT_S = 180.0
 _STOP_TIMEOUT_S = 60.0
+_CREATE_TIMEOUT_MS = 120_000
 
 
 class Restart:
@@ -85,8 +88,20 @@ class GroupSystems:
         return self.pylog.processes[0].pid if system == "pylog" else self.kafka.nodes[0].running_pid()
 
     def create_topic(self, system: str, topic: str, partitions: int) -> None:
-        with AdminClient(self.bootstrap(system)) as admin:
-            admin.create_topics(topic, partitions, 1, {})
+        """Create and wait; a CreateTopics that timed out (1,000 partitions on a loaded machine)
+        is sent again, and TOPIC_ALREADY_EXISTS then means the first one got through."""
+        config = ClientConfig(request_timeout_ms=_CREATE_TIMEOUT_MS)
+        deadline = time.monotonic() + 3 * _CREATE_TIMEOUT_MS / 1000
+        with AdminClient(self.bootstrap(system), config=config) as admin:
+            while True:
+                try:
+                    admin.create_topics(topic, partitions, 1, {}, timeout_ms=_CREATE_TIMEOUT_MS)
+                    return
+                except KafkaError as exc:
+                    if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                        return
+                    if not exc.retriable or time.monotonic() > deadline:
+                        raise ToolFailed(f"{system}: creating {topic}: {exc}") from exc
 
     def restart(self, system: str) -> Restart:
         """Stop the broker cleanly (SIGTERM: both write their clean-shutdown markers, so neither

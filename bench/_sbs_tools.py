@@ -68,11 +68,11 @@ def load_average() -> float:
 class _ServerJvmInstall(KafkaInstall):
     """The fetched jars, with Kafka's own server JVM flags for the broker."""
 
-    def command(self, main_class: str, args, heap: str = "-Xmx512m") -> list[str]:
+    def command(self, main_class: str, args, heap: str = "-Xmx512m", jvm_options=()) -> list[str]:
         if main_class != "kafka.Kafka":
-            return super().command(main_class, args, heap)
-        return [self.java, *_SERVER_JVM, f"-Dlog4j2.configurationFile={_LOG4J}", "-cp", self.classpath,
-                main_class, *args]
+            return super().command(main_class, args, heap, jvm_options)
+        return [self.java, *_SERVER_JVM, *jvm_options, f"-Dlog4j2.configurationFile={_LOG4J}", "-cp",
+                self.classpath, main_class, *args]
 
 
 class Systems:

@@ -87,6 +87,7 @@ class Bench:
         self.rounds = rounds
         self.rows: list[Row] = []
         self.details: dict[str, list] = {}
+        self.failed_phases: dict[str, str] = {}
 
     def alternate(self, name: str, run) -> dict[str, list]:
         """``{system: [result dict or failure text per round]}``, alternating the order."""
@@ -279,7 +280,11 @@ def main() -> None:
     try:
         with GroupSystems(root, systems_wanted) as systems:
             for phase in phases:
-                PHASES[phase](bench, systems)
+                try:
+                    PHASES[phase](bench, systems)
+                except Exception as exc:  # noqa: BLE001 - one phase's setup failing must not lose the others
+                    print(f"  phase {phase} failed: {exc!r}", file=sys.stderr, flush=True)
+                    bench.failed_phases[phase] = repr(exc)[:300]
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print_table(bench.rows)
@@ -287,7 +292,8 @@ def main() -> None:
                "mode": "quick" if args.quick else "full", "rounds": rounds, "sizes": asdict(sizes),
                "systems": systems_wanted, "duration_s": round(time.time() - started),
                "load_average_start": started_load, "load_average_end": os.getloadavg(),
-               "rows": [{**asdict(r), "ratio": r.ratio} for r in bench.rows], "details": bench.details}
+               "rows": [{**asdict(r), "ratio": r.ratio} for r in bench.rows], "details": bench.details,
+               "failed_phases": bench.failed_phases}
     (out / "results.json").write_text(json.dumps(summary, indent=1, default=str))
     (out / "table.md").write_text(table_markdown(bench.rows) + "\n")
     print(f"took {summary['duration_s']} s; load average at end: {summary['load_average_end']}; "

@@ -30,6 +30,7 @@ def test_quick_mode_against_pylog_gives_sane_numbers(tmp_path):
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())
+    assert not results["failed_phases"], done.stderr[-3000:]
     rows = {row["name"]: row["values"]["pylog"] for row in results["rows"]}
     failed = {name: value for name, value in rows.items() if not isinstance(value, (int, float))}
     assert not failed, f"{failed}\n{done.stderr[-3000:]}"
