@@ -50,8 +50,15 @@ def one_broker(broker_cluster):
 
 def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, replication)])[name].result(30)
     deadline = time.monotonic() + WAIT_S
+    while True:  # a broker that just started may not be in the controller's view yet
+        try:
+            admin.create_topics([NewTopic(name, partitions, replication)])[name].result(30)
+            break
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.INVALID_REPLICATION_FACTOR or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
     while True:  # every partition has a leader that takes writes
         topic = admin.list_topics(name, timeout=10).topics[name]
         if topic.error is None and len(topic.partitions) == partitions and all(
