@@ -28,8 +28,10 @@ on the machine (Linux CLOCK_MONOTONIC), so the bench can compare times of differ
   back the last offset of every partition. Prints one JSON line.
 - ``consume``: read ``--records`` records from the start of every partition, with ``assign()``
   or as the one member of a new group (``subscribe``, auto-commit on, its default 5 s), through
-  ``poll_arrow``. ``elapsed_s`` is from the first poll (for subscribe: join and sync included) to
-  the last record; ``active_s`` from the first record to the last.
+  ``poll_arrow``. ``window_s`` is from the moment the partitions are the consumer's (``assign``:
+  the first poll; ``subscribe``: its ``on_assign``, so the join itself is ``join_s``, apart) to
+  the last record: both windows hold the positioning (committed offsets or ListOffsets) and
+  every fetch. ``elapsed_s`` is from the first poll, ``active_s`` from the first record.
 """
 
 from __future__ import annotations
@@ -142,9 +144,12 @@ def consume(args) -> int:
         consumer.seek_to_beginning()
     count = 0
     first = None
+    assigned: list[float] = []
     started = last = time.monotonic()
     if args.mode == "subscribe":
-        consumer.subscribe([args.topic])
+        consumer.subscribe([args.topic], on_assign=lambda tps: assigned.append(time.monotonic()))
+    else:
+        assigned.append(started)
     try:
         while count < args.records:
             batch = consumer.poll_arrow(timeout_ms=100)
@@ -156,8 +161,9 @@ def consume(args) -> int:
                 break
     finally:
         consumer.close()
-    _emit(records=count, elapsed_s=last - started, active_s=last - (first or last),
-          first_record_s=(first or last) - started, timed_out=count < args.records)
+    window_start = assigned[0] if assigned else started
+    _emit(records=count, elapsed_s=last - started, window_s=last - window_start, join_s=window_start - started,
+          active_s=last - (first or last), first_record_s=(first or last) - started, timed_out=count < args.records)
     return 0
 
 
