@@ -197,6 +197,11 @@ def decode_batch(
     header = hdr.validate_batch(buf, pos, limits, check_crc)
     raw = memoryview(buf)[pos + hdr.HEADER_SIZE : pos + header.size]
     data = decompress(header.compression, raw, limits.decompressed_bytes_max)
+    if header.compression and header.records_count * 7 > len(data):
+        # The header's count check (``validate_batch``) can only see compressed batches' sizes
+        # after decompression; the same rule as for uncompressed ones, and as ``arrow``'s decoder.
+        raise CorruptRecordError(f"batch at base offset {header.base_offset} claims "
+                                 f"{header.records_count} records in {len(data)} bytes")
     records = _decode_records(data, header, limits)
     return RecordBatch(header, records)
 
