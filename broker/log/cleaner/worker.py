@@ -1,13 +1,14 @@
 """The cleaner's work in a process of its own: the broker keeps only the plan and the swap.
 
-Why a process. A pass is mostly compiled code that releases the GIL, but its Python parts (per
-chunk and per rewritten batch) still held the broker's GIL for a fifth of the pass or more, and
-on two cores the broker's event loop waited for it: produce to other partitions ran at 0.29-0.31x
-of its rate without the cleaner (``docs/performance.md``). Yielding more often cannot fix that
-(the GIL is handed over only every 5 ms, and each hand-over costs the loop a wait); a process
-shares no GIL, and the kernel's scheduler can be told the cleaner is background work:
-the worker lowers its own priority (``WORKER_NICENESS``), as Kafka's cleaner is the work that
-gives way (``log.cleaner.io.max.bytes.per.second`` still caps its I/O).
+Why a process. On two cores the producer's, the broker's and the cleaner's work share the CPU;
+with the cleaner as a broker thread, produce to other partitions ran at 0.29-0.31x of its rate
+without the cleaner (``docs/performance.md``). At equal priority a process measured no better
+than the thread (the kernels already release the GIL); what a process buys is that the cleaner
+can be made background work. A thread cannot be, safely: a starved low-priority thread holding
+the GIL stalls the event loop behind it, and yielding more often only adds GIL hand-overs (each a
+wait of up to the 5 ms switch interval for the loop). So the worker lowers its own priority
+(``WORKER_NICENESS``): the broker's requests come first, the cleaner takes what is left
+(``log.cleaner.io.max.bytes.per.second`` still caps its I/O).
 
 Who does what (``broker/server/log_cleaner.py`` drives it, one worker per cleaner thread):
 
