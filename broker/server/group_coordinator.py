@@ -51,6 +51,7 @@ from typing import Callable
 import crc32c
 
 from broker.cluster.internal_topics import GROUP_METADATA_TOPIC_NAME
+from broker.coordinator.group import bulk_load
 from broker.coordinator.group.core import Append, GroupCoordinatorCore, Reply
 from broker.log import LogError
 from broker.records import HEADER_SIZE, LOG_OVERHEAD, CorruptRecordError, Record, RecordsError, decode_batch, encode_batch
@@ -63,6 +64,7 @@ logger = logging.getLogger(__name__)
 
 _BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # RecordBatch v2 header, 61 bytes
 _DECODE_IN_THREAD_BYTES_MIN = 256 * 1024  # smaller chunks decode on the loop (a thread hop costs ~50 us)
+_SCAN_BYTES_MIN = 1024 * 1024  # a partition this large is replayed column-wise (bulk_load)
 
 
 @dataclass(frozen=True)
@@ -278,21 +280,33 @@ class GroupCoordinatorService:
                     index, len(records), target, self.stats.last_load_ms)
         self._apply(self.core.load_partition(index, records, self._now_ms()))
 
-    async def _read(self, partition, end_offset: int) -> list:
+    async def _read(self, partition, end_offset: int):
         """Every (key, value) of the partition below ``end_offset``. The log is read on the loop
-        (its segments may be swapped by the cleaner between reads, never during one)."""
-        records: list = []
-        offset = partition.log.log_start_offset
+        (its segments may be swapped by the cleaner between reads, never during one). A large
+        partition's records stay in its bytes (``bulk_load.ScannedRecords``: the core replays
+        them column-wise); a small one's, or any with a batch the scan does not take (compressed,
+        corrupt), are decoded into pairs (``decode_records``, which raises on a corrupt batch)."""
+        chunks: list = []
+        size = 0
+        offset = start = partition.log.log_start_offset
         while offset < end_offset:
             data = partition.log.read(offset, self._settings.load_buffer_bytes, end_offset, True)
             if data.batches == 0:
                 break
-            if len(data.records) >= _DECODE_IN_THREAD_BYTES_MIN:
-                records.extend(await asyncio.to_thread(decode_records, data.records, offset))
-            else:
-                records.extend(decode_records(data.records, offset))
+            chunks.append((offset, data.records))
+            size += len(data.records)
             offset = data.next_offset
             await asyncio.sleep(0)  # let requests in between chunks
+        if size >= _SCAN_BYTES_MIN:
+            scanned = await asyncio.to_thread(_scan_chunks, chunks, start)
+            if scanned is not None:
+                return scanned
+        records: list = []
+        for chunk_offset, chunk in chunks:
+            if len(chunk) >= _DECODE_IN_THREAD_BYTES_MIN:
+                records.extend(await asyncio.to_thread(decode_records, chunk, chunk_offset))
+            else:
+                records.extend(decode_records(chunk, chunk_offset))
         return records
 
     # -------------------------------------------------------------------------------- timer
@@ -350,6 +364,18 @@ class GroupCoordinatorService:
                                          "loading": set(self.stats.loading),
                                          "requests_waiting": len(self._tokens),
                                          "writes_waiting": sum(map(len, self._writes.values()))})
+
+
+def _scan_chunks(chunks: list, from_offset: int):
+    """The chunks' whole batches as one ``ScannedRecords``, or None (see ``_read``). Each read
+    after the first starts at the batch after the last whole one before it: no batch twice."""
+    parts = []
+    for _, chunk in chunks:
+        walked = bulk_load.whole_batches(chunk)
+        if walked is None:
+            return None
+        parts.append(memoryview(chunk)[:walked])
+    return bulk_load.scan(b"".join(parts), from_offset)
 
 
 def decode_records(data: bytes, from_offset: int = 0) -> list[tuple[bytes, bytes | None]]:

@@ -19,6 +19,7 @@ import heapq
 from collections import Counter
 from typing import Callable, NamedTuple
 
+from broker.coordinator.group import bulk_load
 from broker.coordinator.group.effects import Append
 from broker.coordinator.group.group import ClassicGroup
 from broker.coordinator.group.records import (
@@ -151,36 +152,21 @@ class Shard:
     def load(self, records, now_ms: int) -> None:
         """Replay the partition: the last record per key wins, a tombstone deletes. Then every
         group record becomes a group (Stable with its members, or Empty) whose members' sessions
-        start now; offsets of a group without a record make a simple (Empty) group."""
+        start now; offsets of a group without a record make a simple (Empty) group. ``records``:
+        (key, value) pairs, or ``bulk_load.ScannedRecords`` (a large partition's columns)."""
         from broker.coordinator.group import loading
         group_values: dict[str, object] = {}
-        offsets = self.offsets
+
+        def replay_one(key_bytes, value_bytes) -> None:
+            self._replay_record(key_bytes, value_bytes, group_values)
+
+        if isinstance(records, bulk_load.ScannedRecords):
+            if bulk_load.replay(records, self.offsets, OffsetAndMetadata, replay_one):
+                records = ()
+            else:  # names or metadata that are not UTF-8: the checked path says which
+                records = records.pairs(range(len(records)))
         for key_bytes, value_bytes in records:
-            fast = decode_offset_commit_fast(key_bytes, value_bytes)
-            if fast is not None:
-                group_id, topic, partition, offset, epoch, metadata, commit_ts, expire = fast
-                if offset is None:
-                    self.put_offset(group_id, topic, partition, None)
-                    continue
-                by_group = offsets.get(group_id)
-                if by_group is None:
-                    by_group = offsets[group_id] = {}
-                by_group[(topic, partition)] = OffsetAndMetadata(
-                    offset, epoch, metadata, commit_ts, expire if expire >= 0 else None)
-                continue
-            try:
-                key = decode_key(key_bytes)
-                if isinstance(key, OffsetCommitKey):
-                    value = None if value_bytes is None else decode_offset_commit_value(value_bytes)
-                    self.put_offset(key.group, key.topic, key.partition,
-                                    None if value is None else _offset_from_value(value))
-                elif isinstance(key, GroupMetadataKey):
-                    group_values[key.group] = (
-                        None if value_bytes is None else decode_group_metadata_value(value_bytes))
-            except RecordFormatError:
-                # Kafka's loader fails the whole load on a bad record; one bad record must not
-                # keep every group of the partition unavailable, so it is skipped and counted.
-                self.skipped_records += 1
+            replay_one(key_bytes, value_bytes)
         for group_id, value in group_values.items():
             if value is not None:
                 group = loading.group_from_record(group_id, value, self.settings, now_ms)
@@ -189,6 +175,28 @@ class Shard:
                     self.schedule(group_id, member.heartbeat_deadline_ms)
         for group_id in self.offsets:
             self.get_or_create_group(group_id, now_ms)
+
+    def _replay_record(self, key_bytes, value_bytes, group_values: dict) -> None:
+        """One record of the partition, in log order."""
+        fast = decode_offset_commit_fast(key_bytes, value_bytes)
+        if fast is not None:
+            group_id, topic, partition, offset, epoch, metadata, commit_ts, expire = fast
+            self.put_offset(group_id, topic, partition, None if offset is None else OffsetAndMetadata(
+                offset, epoch, metadata, commit_ts, expire if expire >= 0 else None))
+            return
+        try:
+            key = decode_key(key_bytes)
+            if isinstance(key, OffsetCommitKey):
+                value = None if value_bytes is None else decode_offset_commit_value(value_bytes)
+                self.put_offset(key.group, key.topic, key.partition,
+                                None if value is None else _offset_from_value(value))
+            elif isinstance(key, GroupMetadataKey):
+                group_values[key.group] = (
+                    None if value_bytes is None else decode_group_metadata_value(value_bytes))
+        except RecordFormatError:
+            # Kafka's loader fails the whole load on a bad record; one bad record must not
+            # keep every group of the partition unavailable, so it is skipped and counted.
+            self.skipped_records += 1
 
 
 def _offset_from_value(value) -> OffsetAndMetadata:
