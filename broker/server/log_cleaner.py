@@ -1,10 +1,10 @@
 """The broker's log cleaner: picks compacted logs and runs cleaning passes on cleaner threads.
 
 The pass itself lives in ``broker.log.cleaner`` (``cleaning_pass``: plan and swap on the event
-loop; the reading and writing in a worker process, ``worker.py``, one per cleaner thread, so the
-pass never holds the broker's GIL; or, with ``worker_process=False``, on a thread through
-``asyncio.to_thread``). This shell decides what to clean and keeps the bookkeeping, like Kafka's
-``LogCleanerManager``:
+loop; the reading and writing, ``worker_pass``, in a worker process that ``cleaner_worker.py``
+runs, one per cleaner thread, so the pass never holds the broker's GIL; or, with
+``worker_process=False``, on a thread through ``asyncio.to_thread``). This shell decides what to
+clean and keeps the bookkeeping, like Kafka's ``LogCleanerManager``:
 
 - Candidates are the partitions of this broker whose ``cleanup.policy`` includes ``compact``,
   leaders and followers alike (each replica cleans its own copy). Among them ``choose_log``
@@ -39,8 +39,8 @@ from broker.log.cleaner.cleaning_pass import CleanerSettings, begin_pass, summar
 from broker.log.cleaner.key_hash import new_hash_keys
 from broker.log.cleaner.plan import choose_log, cleanable_section
 from broker.log.cleaner.status import CLEANER_CHECKPOINT, clear_uncleanable, write_uncleanable
-from broker.log.cleaner.worker import CleanerWorker
 from broker.log.errors import CheckpointError
+from broker.server.cleaner_worker import CleanerWorker
 
 __all__ = ["CLEANER_CHECKPOINT", "CleanerStatistics", "LogCleanerService"]
 

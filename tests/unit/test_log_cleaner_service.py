@@ -217,7 +217,7 @@ def test_an_error_in_the_worker_makes_the_log_uncleanable_as_on_a_thread(tmp_pat
 
 
 def test_a_worker_killed_during_a_pass_leaves_the_log_whole_and_the_next_pass_starts_a_new_one(tmp_path, monkeypatch):
-    from broker.log.cleaner.worker import CleanerWorker
+    from broker.server.cleaner_worker import CleanerWorker
 
     clock = Clock()
     killed, _ = make_log(tmp_path, "killed", COMPACT, clock, 5)

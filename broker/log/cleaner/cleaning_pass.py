@@ -8,10 +8,11 @@
     cleaning_pass.close()                  # any thread: close the pass's file descriptors
 
 ``clean_once`` runs all of it on the calling thread (tools, tests, benchmarks). The broker's shell
-(``broker/server/log_cleaner.py``) runs the middle phases in a worker process (``worker.py``:
-``request`` is what it sends, ``adopt_map`` takes the worker's answer, and ``swap`` then takes
-the worker's cleaned groups), or on a thread with ``asyncio.to_thread``. After the pass
-``end_offset`` is the new first dirty offset for ``cleaner-offset-checkpoint``.
+(``broker/server/log_cleaner.py``) runs the middle phases in a worker process
+(``broker/server/cleaner_worker.py``, doing ``worker_pass.py``: ``request`` is what it sends,
+``adopt_map`` takes the worker's answer, and ``swap`` then takes the worker's cleaned groups),
+or on a thread with ``asyncio.to_thread``. After the pass ``end_offset`` is the new first dirty
+offset for ``cleaner-offset-checkpoint``.
 """
 
 from __future__ import annotations
@@ -135,9 +136,9 @@ class CleaningPass:
         self.groups = [[by_base[base] for base in group] for group in bases]
 
     def request(self):
-        """The log's thread: the pass for a worker process (``worker.PassRequest``) and the
+        """The log's thread: the pass for a worker process (``worker_pass.PassRequest``) and the
         descriptors of its segment files, in the order of ``request.files``."""
-        from broker.log.cleaner.worker import PassRequest
+        from broker.log.cleaner.worker_pass import PassRequest  # here: worker_pass imports this module
 
         files = [self._files[s.base_offset] for s in self._segments]
         request = PassRequest(

@@ -1,6 +1,6 @@
 """The blocking work of a cleaning pass: read segments, build the offset map, write cleaned groups.
 
-This runs in the cleaner's worker process (``worker.py``) or on a cleaner thread, never on the
+This runs in the cleaner's worker process (``worker_pass.py``) or on a cleaner thread, never on the
 broker's event loop, and touches no ``Log`` state: it reads segment files through file
 descriptors of its own (``SegmentFile``, opened by path when the pass starts, and handed to the
 worker), so a segment that the log deletes or truncates meanwhile cannot hand it another file's

@@ -1,6 +1,6 @@
 """Compile the cleaner's numba loops once into their on-disk cache (``make setup`` calls this),
-so a broker's first cleaning pass (in a fresh worker process) does not spend seconds compiling
-them. The arguments have the types a pass gives them (read-only chunk bytes, int64 tables, int8
+so a broker's first cleaning pass (in a fresh worker process, ``broker/server/cleaner_worker.py``)
+does not spend seconds compiling them. The arguments have the types a pass gives them (read-only chunk bytes, int64 tables, int8
 actions), or the cache would not be the one a pass looks up."""
 
 from __future__ import annotations

@@ -10,6 +10,11 @@ wait of up to the 5 ms switch interval for the loop). So the worker lowers its o
 (``WORKER_NICENESS``): the broker's requests come first, the cleaner takes what is left
 (``log.cleaner.io.max.bytes.per.second`` still caps its I/O).
 
+Why here and not in ``broker/log/cleaner``: processes, sockets and descriptor passing are the
+server's business (``docs/architecture.md``); this module is only that. What the worker does
+with a pass's plan and files (build the map, write the cleaned groups) is
+``broker.log.cleaner.worker_pass``, which knows nothing of the process it runs in.
+
 Who does what (``broker/server/log_cleaner.py`` drives it, one worker per cleaner thread):
 
 - the broker plans the pass (``begin_pass``: the log's thread), opens the segment files and sends
@@ -39,13 +44,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recvfds, sendfds
 from pathlib import Path
-from typing import NamedTuple
 
-__all__ = ["CleanedFiles", "CleanerWorker", "CleanerWorkerError", "PassRequest", "WORKER_NICENESS"]
+from broker.log.cleaner.worker_pass import PassRequest, discard_cleaned, map_pass
+
+__all__ = ["CleanerWorker", "CleanerWorkerError", "WORKER_NICENESS"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,47 +59,14 @@ logger = logging.getLogger(__name__)
 # Measured against 0 and 10 in docs/performance.md. The price: on a CPU saturated for long,
 # compaction falls behind (CFS still gives a nice-19 task about 1.5% of a contended core).
 WORKER_NICENESS = 19
+WORKER_MODULE = "broker.server.cleaner_worker"  # run as ``python -m``; see the end of this file
 _FDS_PER_MESSAGE = 200  # under the kernel's SCM_MAX_FD (253) file descriptors per message
 _EXIT_WAIT_S = 5  # for an idle worker to see its socket closed and exit
-_REPO_ROOT = Path(__file__).resolve().parents[3]
+_REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class CleanerWorkerError(RuntimeError):
     """The worker process died or broke the protocol during a pass."""
-
-
-class PassRequest(NamedTuple):
-    """What the worker needs of a pass (picklable); ``segments`` are the pass's segments in
-    order, ``files`` their (base offset, path, size) in the same order as the descriptors sent."""
-
-    directory: Path
-    config: object  # LogConfig
-    settings: object  # CleanerSettings
-    first_dirty_offset: int
-    first_uncleanable_offset: int
-    summaries: list  # plan.SegmentSummary of the pass's segments
-    files: list[tuple[int, Path, int]]
-    now_ms: int
-    producer_last_offsets: Mapping[int, int]
-    aborted: Sequence
-
-
-class CleanedFiles(NamedTuple):
-    """A cleaned segment the worker wrote (flushed, closed), as ``swap_in`` handles it."""
-
-    base_offset: int
-    file_paths: tuple[Path, Path, Path]
-    size: int
-
-    def flush(self) -> None:
-        """The worker flushed it before saying it was done."""
-
-    def close(self) -> None:
-        """Nothing is open in this process."""
-
-    def delete(self) -> None:
-        for path in self.file_paths:
-            path.unlink(missing_ok=True)
 
 
 class CleanerWorker:
@@ -111,7 +83,7 @@ class CleanerWorker:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH")) if p)
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "broker.log.cleaner.worker", str(theirs.fileno())],
+                [sys.executable, "-m", WORKER_MODULE, str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env, cwd=str(_REPO_ROOT))
         finally:
             theirs.close()
@@ -159,7 +131,7 @@ class CleanerWorker:
             if not done:  # an error here or there, or cancelled: the worker may be mid-pass
                 self.close(kill=True)
                 if group:  # what a killed worker left of the group it was writing
-                    _discard_cleaned(request.directory, group[0].base_offset)
+                    discard_cleaned(request.directory, group[0].base_offset)
 
     def _send(self, message) -> None:
         try:
@@ -178,48 +150,16 @@ class CleanerWorker:
         return value
 
 
-def _discard_cleaned(directory: Path, base_offset: int) -> None:
-    from broker.log.cleaner.segment_cleaner import CLEANED_FILE_SUFFIX
-    from broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_name
-
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # the log first, as LogSegment.delete
-        (directory / (segment_file_name(base_offset) + suffix + CLEANED_FILE_SUFFIX)).unlink(missing_ok=True)
-
-
 # -------------------------------------------------------------------------------- the worker side
 
 def _serve_pass(request: PassRequest, fds: list[int], conn: Connection) -> None:
-    from broker.log.cleaner.cleaning_pass import group_bases, plan_groups
-    from broker.log.cleaner.offset_map import capacity_for
-    from broker.log.cleaner.retention import RetentionPass
-    from broker.log.cleaner.segment_cleaner import SegmentFile, Throttler, build_offset_map, clean_group
-
-    settings, config = request.settings, request.config
-    files = {base: SegmentFile.from_fd(base, path, size, fd) for (base, path, size), fd in zip(request.files, fds)}
-    throttler = Throttler(settings.io_max_bytes_per_second)
-    first_dirty, first_uncleanable = request.first_dirty_offset, request.first_uncleanable_offset
-    dirty = [files[s.base_offset] for s in request.summaries
-             if s.next_offset > first_dirty and s.base_offset < first_uncleanable]
-    offset_map = build_offset_map(
-        dirty, first_dirty=first_dirty, first_uncleanable=first_uncleanable,
-        capacity=capacity_for(settings.dedupe_buffer_bytes), keys=settings.hash_keys, aborted=request.aborted,
-        limits=settings.limits, chunk_bytes=settings.io_buffer_bytes, throttler=throttler)
-    groups = group_bases(plan_groups(request.summaries, offset_map.end_offset, config))
-    conn.send(("mapped", (offset_map.end_offset, groups)))
-    retention = RetentionPass(offset_map, now_ms=request.now_ms, delete_retention_ms=config.delete_retention_ms,
-                              producer_last_offsets=request.producer_last_offsets, aborted=request.aborted)
-    for group in groups:
+    """The protocol of one pass: the map's answer, then one group per "clean" the broker sends."""
+    work = map_pass(request, fds)
+    conn.send(("mapped", (work.end_offset, work.group_bases)))
+    for bases in work.group_bases:
         if conn.recv() != "clean":
             return
-        cleaned = clean_group([files[base] for base in group], retention, directory=request.directory,
-                              config=config, now_ms=lambda: request.now_ms, keys=settings.hash_keys,
-                              limits=settings.limits, chunk_bytes=settings.io_buffer_bytes, throttler=throttler)
-        if cleaned is None:
-            conn.send(("group", None))
-            continue
-        result = CleanedFiles(cleaned.base_offset, cleaned.file_paths, cleaned.size)
-        cleaned.close()
-        conn.send(("group", result))
+        conn.send(("group", work.clean(bases)))
 
 
 def _send_error(conn: Connection, exc: BaseException) -> None:
@@ -256,7 +196,7 @@ def main(fd: int) -> None:
                 os.close(descriptor)
 
 
-if __name__ == "__main__":  # run as the module itself, so what it pickles names broker.log.cleaner.worker
-    from broker.log.cleaner.worker import main as _main
+if __name__ == "__main__":  # run as the module itself, so what it pickles names broker.server.cleaner_worker
+    from broker.server.cleaner_worker import main as _main
 
     _main(int(sys.argv[1]))
