@@ -312,7 +312,7 @@ class GroupCoordinatorService:
     # -------------------------------------------------------------------------------- timer
 
     def _check_deadline(self) -> None:
-        deadline = self.core.next_deadline()
+        deadline = self.core.added_deadline()
         if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
             self._timer_wake.set()
 

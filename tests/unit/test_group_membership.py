@@ -415,3 +415,15 @@ def test_group_over_a_lowered_max_size_rebalances_at_load_and_refuses_the_last_r
     small.advance(30_000)  # the rebalance timeout completes the join without it
     assert small.answer(t0).error_code == 0 and small.answer(t1).generation_id == 2
     assert sorted(small.group().members) == sorted(ids[:2])
+
+
+def test_added_deadline_reports_what_was_scheduled_since_the_last_call():
+    """The shell wakes its timer only when ``added_deadline`` is earlier than its sleep: it must
+    see the deadline a join schedules, and nothing for a call that schedules nothing."""
+    h = Harness()
+    h.core.added_deadline()  # the load's retention deadline
+    assert h.core.added_deadline() is None
+    h.join(version=5)
+    added = h.core.added_deadline()
+    assert added is not None and added == h.core.next_deadline()
+    assert h.core.added_deadline() is None

@@ -62,8 +62,9 @@ def map_append_error(error_code: int) -> int:
 
 class Shard:
     def __init__(self, partition: int, settings, rng, new_write_id: Callable[[], int],
-                 now_ms: int) -> None:
+                 now_ms: int, on_timer: Callable[[int], None] | None = None) -> None:
         self.partition = partition
+        self._on_timer = on_timer  # told of every deadline pushed (the core's added_deadline)
         self.settings = settings
         self.rng = rng
         self._new_write_id = new_write_id
@@ -101,6 +102,8 @@ class Shard:
         self._next_timer[group_id] = deadline_ms
         self._timer_seq += 1
         heapq.heappush(self._timers, (deadline_ms, self._timer_seq, group_id))
+        if self._on_timer is not None:
+            self._on_timer(deadline_ms)
 
     def pop_due(self, now_ms: int) -> list[str]:
         due: list[str] = []
