@@ -1,0 +1,297 @@
+"""Transaction drivers of the peer tier: a transactional producer (confluent-kafka or
+kafka-python) reduced to begin / send / commit / abort, consumers that read a partition under an
+isolation level to its end, and the broker-side state a client relies on, read on the raw wire
+(the batches with their markers, the last stable offset of Fetch and of ListOffsets, Fetch's
+aborted transactions), so the same transactional scenario on Apache Kafka and on pylog can be
+compared with ``==``.
+
+Also here: ``txn_peer``, the per-system fixture of the transaction modules. pylog's side carries
+``PYLOG_PENDING`` (xfail, strict=False) while its transaction coordinator is being built; a test
+whose pylog side passes loses the mark.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import NamedTuple
+
+import pytest
+from group_clients import DEADLINE_S, wait_until
+from wire_probe import connect
+
+from broker.records import ControlType, decode_batch, decode_control_record, iter_batches
+from broker.wire import ApiKey, ErrorCode, FindCoordinatorRequest
+
+__all__ = ["COORDINATOR_TIMEOUT_S", "FETCH_VERSION", "LIST_OFFSETS_VERSION", "PYLOG_PENDING",
+           "TRANSACTION_TIMEOUT_MS", "Batch", "PartitionState", "TxnProducer", "open_txn_producer",
+           "partition_state", "pylog_pending", "read_partition", "txn_peer", "unique_txn_id",
+           "wait_for_txn_coordinator", "wait_until"]
+
+PYLOG_PENDING = pytest.mark.xfail(strict=False, reason="transaction coordinator lands with issue 15")
+TRANSACTION_TIMEOUT_MS = 20_000  # a client's transaction.timeout.ms unless a scenario needs another
+COORDINATOR_TIMEOUT_S = 20.0     # Kafka creates __transaction_state (50 partitions) on first use
+FETCH_VERSION = 12               # the newest Fetch with topic names, offered by both
+LIST_OFFSETS_VERSION = 7
+READ_COMMITTED, READ_UNCOMMITTED = 1, 0
+LATEST_TIMESTAMP = -1
+
+_txn_numbers = itertools.count()
+_no_coordinator: set[str] = set()  # peers seen without a transaction coordinator this session
+
+
+def unique_txn_id(prefix: str = "peer-txn") -> str:
+    return f"{prefix}-{next(_txn_numbers)}-{time.monotonic_ns() % 1_000_000}"
+
+
+def pylog_pending(*marks):
+    """``txn_peer`` with pylog's side expected to fail (PYLOG_PENDING) for one test."""
+    return pytest.mark.parametrize("txn_peer", [
+        "kafka", pytest.param("pylog", marks=[PYLOG_PENDING, *marks])], indirect=True)
+
+
+@pytest.fixture(params=["kafka", "pylog"])
+def txn_peer(request):
+    """Either system, for transactional scenarios whose expected outcome is stated once (what
+    Apache Kafka 4.1 does, checked when this tier was written) and must hold on both."""
+    return request.getfixturevalue(f"{request.param}_peer")
+
+
+# ------------------------------------------------------------------------- the coordinator
+
+
+def find_txn_coordinator_error(peer, transactional_id: str) -> str:
+    """FindCoordinator v3 with key type 1 (a transactional id)."""
+    with connect(peer) as raw:
+        response = raw.call(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key=transactional_id, key_type=1))
+    return ErrorCode(response.error_code).name
+
+
+def wait_for_txn_coordinator(peer, transactional_id: str) -> None:
+    """Until ``transactional_id`` has a coordinator (both create ``__transaction_state`` on first
+    use and answer COORDINATOR_NOT_AVAILABLE meanwhile), so a client's backoff is not part of the
+    scenario. A peer seen without one once in this session fails at once after that: every
+    transactional test would otherwise wait out the same deadline."""
+    if peer.name in _no_coordinator:
+        raise AssertionError(f"{peer}: no transaction coordinator (seen earlier in this session)")
+    try:
+        wait_until(lambda: find_txn_coordinator_error(peer, transactional_id) == "NONE",
+                   f"a transaction coordinator for {transactional_id} on {peer}", COORDINATOR_TIMEOUT_S)
+    except AssertionError:
+        _no_coordinator.add(peer.name)
+        raise
+
+
+# ------------------------------------------------------------------------------- producers
+
+
+class TxnProducer:
+    """A transactional producer of ``client`` ("confluent" or "kafka-python"), its calls
+    reduced to the ones a scenario makes. ``send`` is fire-and-forget; ``flush`` waits until
+    every record sent is acknowledged (on the log, inside the open transaction)."""
+
+    def __init__(self, client: str, bootstrap: str, transactional_id: str,
+                 transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS) -> None:
+        self.client = client
+        if client == "confluent":
+            from confluent_kafka import Producer
+
+            self.producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+                                      "transaction.timeout.ms": transaction_timeout_ms, "linger.ms": 5})
+        else:
+            from kafka import KafkaProducer
+
+            self.producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id,
+                                          transaction_timeout_ms=transaction_timeout_ms, linger_ms=5)
+
+    def init(self) -> None:
+        if self.client == "confluent":
+            self.producer.init_transactions(DEADLINE_S)
+        else:
+            self.producer.init_transactions()
+
+    def begin(self) -> None:
+        self.producer.begin_transaction()
+
+    def send(self, topic: str, partition: int, value: bytes) -> None:
+        if self.client == "confluent":
+            self.producer.produce(topic, value, partition=partition)
+        else:
+            self.producer.send(topic, value, partition=partition)
+
+    def flush(self) -> None:
+        if self.client == "confluent":
+            assert self.producer.flush(DEADLINE_S) == 0
+        else:
+            self.producer.flush(timeout=DEADLINE_S)
+
+    def send_offsets(self, offsets: dict[tuple[str, int], int], consumer) -> None:
+        """``send_offsets_to_transaction`` with ``consumer``'s group metadata (a confluent or a
+        kafka-python consumer of that client)."""
+        if self.client == "confluent":
+            from confluent_kafka import TopicPartition
+
+            self.producer.send_offsets_to_transaction(
+                [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                consumer.consumer_group_metadata(), DEADLINE_S)
+        else:
+            from kafka import TopicPartition
+            from kafka.structs import OffsetAndMetadata
+
+            self.producer.send_offsets_to_transaction(
+                {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()},
+                consumer.config["group_id"])
+
+    def commit(self) -> None:
+        if self.client == "confluent":
+            self.producer.commit_transaction(DEADLINE_S)
+        else:
+            self.producer.commit_transaction()
+
+    def abort(self) -> None:
+        if self.client == "confluent":
+            self.producer.abort_transaction(DEADLINE_S)
+        else:
+            self.producer.abort_transaction()
+
+    def close(self) -> None:
+        if self.client == "kafka-python":
+            self.producer.close(timeout=5)
+        # confluent-kafka: closed when collected; flush() already ran where it matters
+
+
+def open_txn_producer(client: str, peer, transactional_id: str | None = None, **options) -> TxnProducer:
+    """A producer whose ``init_transactions`` has returned (its coordinator found first)."""
+    transactional_id = transactional_id or unique_txn_id(client)
+    wait_for_txn_coordinator(peer, transactional_id)
+    producer = TxnProducer(client, peer.bootstrap, transactional_id, **options)
+    producer.init()
+    return producer
+
+
+# ------------------------------------------------------------------------------- consumers
+
+
+def read_partition(client: str, peer, topic: str, partition: int, isolation: str, end: int) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record a consumer of ``client`` with ``isolation.level``
+    ``isolation`` reads from ``partition``, from offset 0 until its position reaches ``end``
+    (the LSO or the high watermark: markers are skipped, so the position passes them), plus one
+    poll more, so a record too many would show."""
+    if client == "confluent":
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": peer.bootstrap, "group.id": unique_txn_id("reader"),
+                             "isolation.level": isolation, "enable.auto.commit": False,
+                             "enable.partition.eof": False})
+        consumer.assign([TopicPartition(topic, partition, 0)])
+
+        def poll() -> list[tuple[int, bytes]]:
+            messages = consumer.consume(num_messages=500, timeout=0.2)
+            assert all(m.error() is None for m in messages), [m.error() for m in messages]
+            return [(m.offset(), m.value()) for m in messages]
+
+        def position() -> int:
+            return consumer.position([TopicPartition(topic, partition)])[0].offset
+    else:
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=peer.bootstrap, isolation_level=isolation,
+                                 enable_auto_commit=False, group_id=None)
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+
+        def poll() -> list[tuple[int, bytes]]:
+            batches = consumer.poll(timeout_ms=200)
+            return [(r.offset, r.value) for records in batches.values() for r in records]
+
+        def position() -> int:
+            return consumer.position(tp)
+    records: list[tuple[int, bytes]] = []
+    try:
+        wait_until(lambda: records.extend(poll()) or position() >= end,
+                   f"{client} ({isolation}) at offset {end} of {topic}-{partition}")
+        records.extend(poll())
+        final = position()
+    finally:
+        consumer.close()
+    assert final == end, f"{client} ({isolation}) read past {end}: at {final}"
+    return records
+
+
+# ---------------------------------------------------------------------- the broker's state
+
+
+class Batch(NamedTuple):
+    """One batch on the log: its offsets, whether it is transactional, and the marker it is
+    (``"COMMIT"``/``"ABORT"``) or ``None`` for data."""
+
+    base_offset: int
+    last_offset: int
+    transactional: bool
+    marker: str | None
+
+
+class PartitionState(NamedTuple):
+    """What a partition's leader says of it: the batches (read_uncommitted Fetch from 0), the
+    high watermark, Fetch's ``last_stable_offset`` (read_committed), ListOffsets latest under
+    read_committed and read_uncommitted, and Fetch's aborted transactions (their first offsets,
+    read_committed from 0) with the producer ids they name, relative to the data batches'."""
+
+    batches: list[Batch]
+    high_watermark: int
+    last_stable_offset: int
+    latest_committed: int
+    latest_uncommitted: int
+    aborted_first_offsets: list[int]
+    aborted_by_the_batches_producer: bool
+
+
+def _fetch(raw, topic: str, partition: int, isolation_level: int):
+    [answer] = raw.call(ApiKey.FETCH, FETCH_VERSION, {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 24,
+        "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [{"partition": partition, "fetch_offset": 0,
+                                                   "partition_max_bytes": 1 << 24}]}],
+        "forgotten_topics_data": [], "rack_id": ""}).responses
+    [answer] = answer.partitions
+    assert answer.error_code == ErrorCode.NONE, ErrorCode(answer.error_code).name
+    return answer
+
+
+def _latest(raw, topic: str, partition: int, isolation_level: int) -> int:
+    [answer] = raw.call(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, {
+        "replica_id": -1, "isolation_level": isolation_level, "topics": [{"name": topic, "partitions": [
+            {"partition_index": partition, "timestamp": LATEST_TIMESTAMP}]}]}).topics
+    [answer] = answer.partitions
+    assert answer.error_code == ErrorCode.NONE, ErrorCode(answer.error_code).name
+    return answer.offset
+
+
+def _batches(records) -> tuple[list[Batch], set[int]]:
+    """The batches of a Fetch's records, and the producer ids of its transactional data."""
+    data = bytes(records or b"")
+    batches, producers = [], set()
+    for position, header in iter_batches(data):
+        marker = None
+        if header.is_control:
+            [record] = decode_batch(data[position:position + header.size]).records
+            marker = "COMMIT" if decode_control_record(record).type == ControlType.COMMIT else "ABORT"
+        elif header.is_transactional:
+            producers.add(header.producer_id)
+        batches.append(Batch(header.base_offset, header.last_offset, header.is_transactional, marker))
+    return batches, producers
+
+
+def partition_state(peer, topic: str, partition: int = 0) -> PartitionState:
+    with connect(peer) as raw:
+        uncommitted = _fetch(raw, topic, partition, READ_UNCOMMITTED)
+        committed = _fetch(raw, topic, partition, READ_COMMITTED)
+        latest_committed = _latest(raw, topic, partition, READ_COMMITTED)
+        latest_uncommitted = _latest(raw, topic, partition, READ_UNCOMMITTED)
+    batches, producers = _batches(uncommitted.records)
+    aborted = sorted(committed.aborted_transactions or [], key=lambda a: a.first_offset)
+    return PartitionState(
+        batches, uncommitted.high_watermark, committed.last_stable_offset, latest_committed,
+        latest_uncommitted, [a.first_offset for a in aborted],
+        all(a.producer_id in producers for a in aborted))
