@@ -76,8 +76,11 @@ def _client_versions() -> dict[int, tuple[int, int]]:
         ApiKey.LIST_OFFSETS: 1,  # v0 answers a list of old-style offsets
         ApiKey.METADATA: 1,  # v0 cannot ask for "all topics" and has no controller id
     }
+    # The codec parses InitProducerId v5-6 (KIP-890's TRANSACTION_ABORTABLE, KIP-939's 2PC);
+    # the producer handles neither yet, so it does not offer them.
+    maximum = {ApiKey.INIT_PRODUCER_ID: 4}
     return {
-        int(key): (minimum.get(key, spec.valid.low), spec.valid.high)
+        int(key): (minimum.get(key, spec.valid.low), maximum.get(key, spec.valid.high))
         for key, spec in API_SPECS.items()
     }
 

@@ -112,7 +112,10 @@ def _make_class(stype: StructType, qualname: str, nested: dict[str, type]) -> ty
     for f in stype.fields:
         element = f.type.element if isinstance(f.type, ArrayOf) else f.type
         if isinstance(element, StructType):
-            assert element.name not in nested, f"{qualname}: struct name {element.name} reused"
+            if element.name in nested:
+                # Kafka's "commonStructs": one struct object under several fields is built once.
+                assert nested[element.name]._struct is element, f"{qualname}: struct name {element.name} reused"
+                continue
             top_name = qualname.split(".")[0]
             nested[element.name] = _make_class(element, f"{top_name}.{element.name}", nested)
     names = tuple(f.name for f in stype.fields)

@@ -128,10 +128,18 @@ def test_a_produce_round_trip_through_the_dispatcher(harness):
     assert (part.error_code, part.base_offset, part.log_append_time_ms) == (0, 0, -1)
 
 
+# Issue 15: the transaction specs land before their handlers (the txn shell advertises them);
+# until then the dispatcher closes the connection for them as for an unknown key.
+AWAITING_HANDLERS = {ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN,
+                     ApiKey.WRITE_TXN_MARKERS, ApiKey.TXN_OFFSET_COMMIT, ApiKey.DESCRIBE_PRODUCERS,
+                     ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS}
+
+
 def test_every_parsed_key_is_served():
     """The group APIs (issue 14) parsed before their handlers existed, and the dispatcher closed
-    the connection for them as for an unknown key; now every key the codec parses has a handler."""
-    assert sorted(set(API_SPECS) - set(SUPPORTED_API_VERSIONS)) == []
+    the connection for them as for an unknown key; every key the codec parses has a handler but
+    the issue-15 ones still awaiting theirs."""
+    assert sorted(set(API_SPECS) - set(SUPPORTED_API_VERSIONS) - AWAITING_HANDLERS) == []
 
 
 @pytest.mark.parametrize("served_versions", [True, False], ids=["advertised", "not-advertised"])

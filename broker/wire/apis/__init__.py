@@ -85,6 +85,43 @@ from broker.wire.apis.offset_commit import OFFSET_COMMIT, OffsetCommitRequest, O
 from broker.wire.apis.offset_delete import OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse
 from broker.wire.apis.offset_fetch import OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse
 from broker.wire.apis.sync_group import SYNC_GROUP, SyncGroupRequest, SyncGroupResponse
+# The transaction APIs (issue 15): parsed; handlers advertise them in SUPPORTED_API_VERSIONS.
+from broker.wire.apis.add_offsets_to_txn import (
+    ADD_OFFSETS_TO_TXN,
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+)
+from broker.wire.apis.add_partitions_to_txn import (
+    ADD_PARTITIONS_TO_TXN,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+)
+from broker.wire.apis.describe_producers import (
+    DESCRIBE_PRODUCERS,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+)
+from broker.wire.apis.describe_transactions import (
+    DESCRIBE_TRANSACTIONS,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+)
+from broker.wire.apis.end_txn import END_TXN, EndTxnRequest, EndTxnResponse
+from broker.wire.apis.list_transactions import (
+    LIST_TRANSACTIONS,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
+from broker.wire.apis.txn_offset_commit import (
+    TXN_OFFSET_COMMIT,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
+from broker.wire.apis.write_txn_markers import (
+    WRITE_TXN_MARKERS,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
 
 __all__ = [
     "ApiKey", "API_SPECS", "SUPPORTED_API_VERSIONS", "spec_for",
@@ -116,6 +153,14 @@ __all__ = [
     "OffsetDeleteRequest", "OffsetDeleteResponse",
     "OffsetFetchRequest", "OffsetFetchResponse",
     "SyncGroupRequest", "SyncGroupResponse",
+    "AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse",
+    "AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse",
+    "EndTxnRequest", "EndTxnResponse",
+    "WriteTxnMarkersRequest", "WriteTxnMarkersResponse",
+    "TxnOffsetCommitRequest", "TxnOffsetCommitResponse",
+    "DescribeProducersRequest", "DescribeProducersResponse",
+    "DescribeTransactionsRequest", "DescribeTransactionsResponse",
+    "ListTransactionsRequest", "ListTransactionsResponse",
 ]
 
 
@@ -144,11 +189,19 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     DELETE_GROUPS = 42
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -159,6 +212,8 @@ _ALL = (
     DESCRIBE_TOPIC_PARTITIONS, LIST_PARTITION_REASSIGNMENTS,
     OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS,
     LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE,
+    ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT,
+    DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS,
 )
 
 API_SPECS: MappingProxyType[int, ApiSpec] = MappingProxyType({spec.key: spec for spec in _ALL})
