@@ -20,6 +20,11 @@ defaults (``group_settings``, ``broker.coordinator.group.core.GroupSettings``). 
 ``group.max.session.timeout.ms`` and ``offset.metadata.max.bytes`` unvalidated; pylog refuses
 negatives there and a maximum session timeout below the minimum (no session could be valid).
 
+The transaction coordinator's are Kafka's ``transaction.*`` / ``transactional.id.*`` names with
+Kafka's defaults and Kafka's bounds (all at least 1; ``txn_settings``,
+``broker.coordinator.txn.core.TxnSettings``); ``transaction.state.log.*`` topic settings are in
+``internal_topics``.
+
 Keys that Kafka does not have are pylog's own bounds (``purgatory.waiters.max``,
 ``producer.state.entries.max``, ``shutdown.drain.timeout.ms``,
 ``max.inflight.requests.per.connection``), named after the Kafka setting closest in spirit.
@@ -38,6 +43,7 @@ from typing import Callable, Mapping
 
 from broker.cluster.internal_topics import InternalTopicsConfig
 from broker.coordinator.group.core import GroupSettings
+from broker.coordinator.txn.core import TxnSettings
 from broker.log import LogConfig
 
 __all__ = ["ConfigError", "BrokerConfig", "Listener", "parse_properties", "parse_overrides",
@@ -133,6 +139,13 @@ class BrokerConfig:
     offsets_retention_check_interval_ms: int = 600_000
     offsets_commit_timeout_ms: int = 5_000
     offsets_load_buffer_size_bytes: int = 5 * _MIB
+    # the transaction coordinator (broker/server/txn_coordinator.py): Kafka's names and defaults
+    transaction_max_timeout_ms: int = 900_000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transactional_id_expiration_ms: int = 7 * 24 * 3_600_000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    transaction_state_log_load_buffer_size_bytes: int = 5 * _MIB
+    transaction_partition_verification_enable: bool = True  # KIP-890 part 1
     log: LogConfig = field(default_factory=LogConfig)
     unknown_keys: tuple[str, ...] = ()
     properties: Mapping[str, str] = field(default_factory=dict)  # as given, for DescribeConfigs
@@ -149,6 +162,17 @@ class BrokerConfig:
             offset_metadata_max_bytes=self.offset_metadata_max_bytes,
             offsets_retention_ms=self.offsets_retention_minutes * 60_000,
             offsets_retention_check_interval_ms=self.offsets_retention_check_interval_ms,
+        )
+
+    @property
+    def txn_settings(self) -> TxnSettings:
+        """What the pure transaction coordinator needs of this config."""
+        return TxnSettings(
+            num_partitions=self.internal_topics.transaction_state_log_num_partitions,
+            max_timeout_ms=self.transaction_max_timeout_ms,
+            abort_timed_out_check_interval_ms=self.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            id_expiration_ms=self.transactional_id_expiration_ms,
+            remove_expired_check_interval_ms=self.transaction_remove_expired_transaction_cleanup_interval_ms,
         )
 
     @classmethod
@@ -226,6 +250,17 @@ class BrokerConfig:
                                                       600_000),
             offsets_commit_timeout_ms=p.get("offsets.commit.timeout.ms", _positive_int, 5_000),
             offsets_load_buffer_size_bytes=p.get("offsets.load.buffer.size", _positive_int, 5 * _MIB),
+            transaction_max_timeout_ms=p.get("transaction.max.timeout.ms", _positive_int, 900_000),
+            transaction_abort_timed_out_transaction_cleanup_interval_ms=p.get(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms", _positive_int, 10_000),
+            transactional_id_expiration_ms=p.get("transactional.id.expiration.ms", _positive_int,
+                                                 7 * 24 * 3_600_000),
+            transaction_remove_expired_transaction_cleanup_interval_ms=p.get(
+                "transaction.remove.expired.transaction.cleanup.interval.ms", _positive_int, 3_600_000),
+            transaction_state_log_load_buffer_size_bytes=p.get(
+                "transaction.state.log.load.buffer.size", _positive_int, 5 * _MIB),
+            transaction_partition_verification_enable=p.get(
+                "transaction.partition.verification.enable", _bool, True),
             log=_log_config(props),
             properties=MappingProxyType(dict(props)),
         )

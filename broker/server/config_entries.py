@@ -273,6 +273,15 @@ def describe_broker_configs(broker: BrokerConfig) -> list[ConfigEntry]:
         ("offsets.retention.check.interval.ms", broker.offsets_retention_check_interval_ms, TYPE_LONG),
         ("offsets.commit.timeout.ms", broker.offsets_commit_timeout_ms, TYPE_INT),
         ("offsets.load.buffer.size", broker.offsets_load_buffer_size_bytes, TYPE_INT),
+        ("transaction.max.timeout.ms", broker.transaction_max_timeout_ms, TYPE_INT),
+        ("transaction.abort.timed.out.transaction.cleanup.interval.ms",
+         broker.transaction_abort_timed_out_transaction_cleanup_interval_ms, TYPE_INT),
+        ("transactional.id.expiration.ms", broker.transactional_id_expiration_ms, TYPE_INT),
+        ("transaction.remove.expired.transaction.cleanup.interval.ms",
+         broker.transaction_remove_expired_transaction_cleanup_interval_ms, TYPE_INT),
+        ("transaction.state.log.load.buffer.size", broker.transaction_state_log_load_buffer_size_bytes, TYPE_INT),
+        ("transaction.partition.verification.enable",
+         str(broker.transaction_partition_verification_enable).lower(), TYPE_BOOLEAN),
     ]
     return [
         ConfigEntry(name, str(value),
