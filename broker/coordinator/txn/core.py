@@ -54,88 +54,216 @@ The coordinator of a transactional id is ``partition_for(transactional_id, num_p
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import Callable
 
 from broker.coordinator.group.core import partition_for
+from broker.coordinator.txn import apis
+from broker.coordinator.txn import responses as rsp
+from broker.coordinator.txn.effects import (Append, AllocateProducerId, Effect, Reply, TxnSettings,
+                                            WriteMarkers)
+from broker.coordinator.txn.records import RecordFormatError, encode_key
+from broker.coordinator.txn.shard import Shard, replay, transit_value
+from broker.coordinator.txn.state import Transit, TxnMetadata, TxnState
 
 __all__ = ["TxnSettings", "Reply", "Append", "AllocateProducerId", "WriteMarkers", "Effect",
-           "TxnCoordinatorCore", "partition_for"]
+           "TxnCoordinatorCore", "partition_for", "RecordFormatError"]
+
+Done = Callable[[int, int], list]  # (error code, now_ms) -> effects
 
 
-@dataclass(frozen=True)
-class TxnSettings:
-    """Kafka's broker configs for transactions, with Kafka's defaults."""
-
-    num_partitions: int = 50                                    # transaction.state.log.num.partitions
-    max_timeout_ms: int = 900_000                               # transaction.max.timeout.ms
-    abort_timed_out_check_interval_ms: int = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
-    id_expiration_ms: int = 7 * 24 * 3_600_000                  # transactional.id.expiration.ms
-    remove_expired_check_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup.interval.ms
+@dataclass
+class _Write:
+    shard: Shard
+    transactional_id: str
+    transit: Transit
+    done: Done
+    retry_unavailable: bool = False  # the Complete* write: retried on COORDINATOR_NOT_AVAILABLE
 
 
-@dataclass(frozen=True)
-class Reply:
-    token: Any
-    response: Any
+@dataclass
+class _Parked:
+    """An InitProducerId waiting for ``producer_id_allocated``."""
+
+    shard: Shard
+    token: object
+    api_version: int
+    request: object
 
 
-@dataclass(frozen=True)
-class Append:
-    write_id: int
-    partition: int
-    records: list  # list[tuple[bytes, bytes | None]]
-
-
-@dataclass(frozen=True)
-class AllocateProducerId:
-    request_id: int
-
-
-@dataclass(frozen=True)
-class WriteMarkers:
-    marker_id: int
-    producer_id: int
-    producer_epoch: int
-    committed: bool
-    coordinator_epoch: int
-    partitions: tuple  # tuple[tuple[str, int], ...]
-
-
-Effect = Reply | Append | AllocateProducerId | WriteMarkers
+@dataclass
+class _Markers:
+    shard: Shard
+    transactional_id: str
+    transit: Transit  # the Complete* to write once every marker is written
 
 
 class TxnCoordinatorCore:
     def __init__(self, settings: TxnSettings) -> None:
         self.settings = settings
+        self._shards: dict[int, Shard] = {}
+        self._loading: dict[int, int] = {}   # partition -> coordinator epoch, between begin and load
+        self._writes: dict[int, _Write] = {}
+        self._parked: dict[int, _Parked] = {}
+        self._markers: dict[int, _Markers] = {}
+        self._ids = itertools.count(1)
+        self._deferred: list[Effect] = []     # replies owed from begin_load (which returns none)
+        self._next_abort_check_ms: int | None = None
+        self._next_expire_check_ms: int | None = None
 
+    # -- requests -------------------------------------------------------------------------------
     def handle(self, token, api_key: int, api_version: int, request, now_ms: int) -> list[Effect]:
-        raise NotImplementedError
+        out = self._take_deferred()
+        out += apis.handle(self, token, api_key, api_version, request, now_ms)
+        return out
 
-    def begin_load(self, partition: int, coordinator_epoch: int) -> None:
-        raise NotImplementedError
+    def route(self, transactional_id: str) -> tuple[Shard | None, int]:
+        """The shard of an id, or why there is none (Kafka's getTransactionState)."""
+        partition = partition_for(transactional_id, self.settings.num_partitions)
+        if partition in self._loading:
+            return None, rsp.COORDINATOR_LOAD_IN_PROGRESS
+        shard = self._shards.get(partition)
+        return (shard, rsp.NONE) if shard is not None else (None, rsp.NOT_COORDINATOR)
 
-    def load_partition(self, partition: int, records, now_ms: int) -> list[Effect]:
-        raise NotImplementedError
+    def any_loading(self) -> bool:
+        return bool(self._loading)
 
-    def unload_partition(self, partition: int) -> list[Effect]:
-        raise NotImplementedError
-
-    def write_done(self, write_id: int, error_code: int, now_ms: int) -> list[Effect]:
-        raise NotImplementedError
-
-    def producer_id_allocated(self, request_id: int, producer_id: int, now_ms: int) -> list[Effect]:
-        raise NotImplementedError
-
-    def markers_written(self, marker_id: int, now_ms: int) -> list[Effect]:
-        raise NotImplementedError
-
-    def tick(self, now_ms: int) -> list[Effect]:
-        raise NotImplementedError
-
-    def next_deadline(self) -> int | None:
-        raise NotImplementedError
+    def shards(self):
+        return self._shards.values()
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                topic: str, partition: int) -> int:
-        raise NotImplementedError
+        code = apis.verify_errors(self, transactional_id, producer_id, producer_epoch,
+                                  [(topic, partition)])[(topic, partition)]
+        # the contract's answer for "not added" (Kafka's AddPartitionsToTxnManager gives older
+        # producers INVALID_TXN_STATE for the verify-only answer TRANSACTION_ABORTABLE)
+        return rsp.INVALID_TXN_STATE if code == rsp.TRANSACTION_ABORTABLE else code
+
+    # -- what the API handlers ask for ------------------------------------------------------------
+    def write(self, shard: Shard, meta: TxnMetadata, transit: Transit, done: Done,
+              retry_unavailable: bool = False) -> Append:
+        """Append ``transit`` (already prepared: ``meta.pending`` is set); ``done`` runs on the
+        outcome, after the state changed (success) or the pending transition was dropped."""
+        write_id = next(self._ids)
+        self._writes[write_id] = _Write(shard, meta.transactional_id, transit, done, retry_unavailable)
+        return Append(write_id, shard.partition,
+                      [(encode_key(meta.transactional_id), transit_value(transit))])
+
+    def allocate(self, shard: Shard, token, api_version: int, request) -> AllocateProducerId:
+        request_id = next(self._ids)
+        self._parked[request_id] = _Parked(shard, token, api_version, request)
+        return AllocateProducerId(request_id)
+
+    def send_markers(self, shard: Shard, meta: TxnMetadata, now_ms: int) -> list[Effect]:
+        """The Prepare* is written: write the markers, then Complete* (pending meanwhile)."""
+        transit = meta.prepare_complete(now_ms)
+        if not meta.partitions:
+            return [self._write_complete(shard, meta, transit)]
+        marker_id = next(self._ids)
+        self._markers[marker_id] = _Markers(shard, meta.transactional_id, transit)
+        return [WriteMarkers(marker_id, meta.producer_id, meta.producer_epoch,
+                             meta.state is TxnState.PrepareCommit, shard.coordinator_epoch,
+                             tuple(sorted(meta.partitions)))]
+
+    def _write_complete(self, shard: Shard, meta: TxnMetadata, transit: Transit) -> Append:
+        return self.write(shard, meta, transit, lambda code, now_ms: [], retry_unavailable=True)
+
+    # -- completions ------------------------------------------------------------------------------
+    def write_done(self, write_id: int, error_code: int, now_ms: int) -> list[Effect]:
+        out = self._take_deferred()
+        w = self._writes.pop(write_id, None)
+        if w is None or self._shards.get(w.shard.partition) is not w.shard:
+            return out  # forgotten: the partition was unloaded meanwhile
+        meta = w.shard.txns.get(w.transactional_id)
+        assert meta is not None and meta.pending is w.transit.state, (meta, w.transit)
+        if error_code == rsp.NONE:
+            if w.transit.state is TxnState.Dead:
+                del w.shard.txns[w.transactional_id]
+            else:
+                meta.complete(w.transit)
+            return out + w.done(rsp.NONE, now_ms)
+        code = rsp.append_error(error_code)
+        if w.retry_unavailable and code not in (rsp.NOT_COORDINATOR, rsp.COORDINATOR_LOAD_IN_PROGRESS):
+            # TransactionMarkerChannelManager retries the completion; the state stays pending
+            return out + [self.write(w.shard, meta, w.transit, w.done, True)]
+        meta.pending = None
+        return out + w.done(code, now_ms)
+
+    def producer_id_allocated(self, request_id: int, producer_id: int, now_ms: int) -> list[Effect]:
+        out = self._take_deferred()
+        parked = self._parked.pop(request_id, None)
+        if parked is None:
+            return out  # answered NOT_COORDINATOR at unload
+        if producer_id < 0:
+            return out + [Reply(parked.token, rsp.init_producer_id(
+                parked.api_version, rsp.COORDINATOR_NOT_AVAILABLE))]
+        return out + apis.init_producer_id(self, parked.token, parked.api_version, parked.request,
+                                           now_ms, new_producer_id=producer_id)
+
+    def markers_written(self, marker_id: int, now_ms: int) -> list[Effect]:
+        out = self._take_deferred()
+        m = self._markers.pop(marker_id, None)
+        if m is None or self._shards.get(m.shard.partition) is not m.shard:
+            return out
+        meta = m.shard.txns.get(m.transactional_id)
+        assert meta is not None and meta.pending is m.transit.state, (meta, m.transit)
+        return out + [self._write_complete(m.shard, meta, m.transit)]
+
+    # -- partitions -------------------------------------------------------------------------------
+    def begin_load(self, partition: int, coordinator_epoch: int) -> None:
+        if partition in self._shards:  # re-elected without an unload: drop the old state first
+            self._deferred += self.unload_partition(partition)
+        self._loading[partition] = coordinator_epoch
+
+    def load_partition(self, partition: int, records, now_ms: int) -> list[Effect]:
+        out = self._take_deferred()
+        epoch = self._loading.pop(partition, 0)
+        if partition in self._shards:
+            out += self.unload_partition(partition)
+        shard = replay(partition, epoch, records)
+        self._shards[partition] = shard
+        if self._next_abort_check_ms is None:
+            self._next_abort_check_ms = now_ms + self.settings.abort_timed_out_check_interval_ms
+            self._next_expire_check_ms = now_ms + self.settings.remove_expired_check_interval_ms
+        for meta in shard.txns.values():  # resume what the previous coordinator left prepared
+            if meta.state.is_prepare:
+                out += self.send_markers(shard, meta, now_ms)
+        return out
+
+    def unload_partition(self, partition: int) -> list[Effect]:
+        self._loading.pop(partition, None)
+        shard = self._shards.pop(partition, None)
+        out: list[Effect] = []
+        if shard is None:
+            return out
+        for write_id in [i for i, w in self._writes.items() if w.shard is shard]:
+            out += self._writes.pop(write_id).done(rsp.NOT_COORDINATOR, 0)
+        for request_id in [i for i, p in self._parked.items() if p.shard is shard]:
+            p = self._parked.pop(request_id)
+            out.append(Reply(p.token, rsp.init_producer_id(p.api_version, rsp.NOT_COORDINATOR)))
+        for marker_id in [i for i, m in self._markers.items() if m.shard is shard]:
+            del self._markers[marker_id]
+        return out
+
+    # -- timers -----------------------------------------------------------------------------------
+    def tick(self, now_ms: int) -> list[Effect]:
+        out = self._take_deferred()
+        if self._next_abort_check_ms is not None and now_ms >= self._next_abort_check_ms:
+            self._next_abort_check_ms = now_ms + self.settings.abort_timed_out_check_interval_ms
+            out += apis.abort_timed_out(self, now_ms)
+        if self._next_expire_check_ms is not None and now_ms >= self._next_expire_check_ms:
+            self._next_expire_check_ms = now_ms + self.settings.remove_expired_check_interval_ms
+            out += apis.expire_ids(self, now_ms)
+        return out
+
+    def next_deadline(self) -> int | None:
+        if self._deferred:
+            return 0
+        if self._next_abort_check_ms is None:
+            return None
+        return min(self._next_abort_check_ms, self._next_expire_check_ms)
+
+    def _take_deferred(self) -> list[Effect]:
+        out, self._deferred = self._deferred, []
+        return out

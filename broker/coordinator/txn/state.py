@@ -1,0 +1,166 @@
+"""The state of one transactional id and its legal transitions (Kafka's ``TransactionMetadata``).
+
+A change is prepared as a ``Transit`` (the full next state, which is what gets written to
+``__transaction_state``), parked on the metadata as ``pending`` while its write is in flight, and
+applied only when the write succeeds — so a failed write leaves the state as it was, and any
+other request meanwhile sees ``pending`` and answers CONCURRENT_TRANSACTIONS. The one exception is
+Kafka's: fencing an ongoing transaction bumps the epoch in memory before its PrepareAbort is
+written (``fence_now``), so the fenced producer is refused at once; if that write fails the next
+fence does not bump again (``has_failed_epoch_fence``), since the bumped epoch was never handed out.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+
+__all__ = ["TxnState", "Transit", "TxnMetadata", "EPOCH_EXHAUSTED", "NO_PRODUCER_ID",
+           "NO_PRODUCER_EPOCH", "is_epoch_exhausted"]
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+INT16_MAX = 32_767
+EPOCH_EXHAUSTED = INT16_MAX - 1  # epochs >= this are never handed out: the fence needs one more
+
+
+def is_epoch_exhausted(epoch: int) -> bool:
+    return epoch >= EPOCH_EXHAUSTED
+
+
+class TxnState(enum.IntEnum):
+    """The states and their ``transaction_status`` byte (Kafka's ids)."""
+
+    Empty = 0
+    Ongoing = 1
+    PrepareCommit = 2
+    PrepareAbort = 3
+    CompleteCommit = 4
+    CompleteAbort = 5
+    Dead = 6
+    PrepareEpochFence = 7
+
+    @property
+    def is_prepare(self) -> bool:
+        return self in (TxnState.PrepareCommit, TxnState.PrepareAbort)
+
+    @property
+    def expiration_allowed(self) -> bool:
+        return self in (TxnState.Empty, TxnState.CompleteCommit, TxnState.CompleteAbort)
+
+
+S = TxnState
+# to-state -> the states it may be entered from (Kafka's validPreviousStates)
+VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
+    S.Empty: frozenset({S.Empty, S.CompleteCommit, S.CompleteAbort}),
+    S.Ongoing: frozenset({S.Ongoing, S.Empty, S.CompleteCommit, S.CompleteAbort}),
+    S.PrepareCommit: frozenset({S.Ongoing}),
+    S.PrepareAbort: frozenset({S.Ongoing, S.PrepareEpochFence}),
+    S.CompleteCommit: frozenset({S.PrepareCommit}),
+    S.CompleteAbort: frozenset({S.PrepareAbort}),
+    S.Dead: frozenset({S.Empty, S.CompleteCommit, S.CompleteAbort}),
+    S.PrepareEpochFence: frozenset({S.Ongoing}),
+}
+
+STATE_NAMES = {s.name: s for s in TxnState}
+
+
+class IllegalTransition(AssertionError):
+    """A transition the table forbids: a bug in the core, never a client error."""
+
+
+@dataclass(frozen=True)
+class Transit:
+    """The whole next state of a transactional id (what one ``__transaction_state`` record says)."""
+
+    producer_id: int
+    previous_producer_id: int
+    producer_epoch: int
+    last_producer_epoch: int
+    timeout_ms: int
+    state: TxnState
+    partitions: frozenset  # frozenset[tuple[str, int]]
+    start_ms: int
+    last_update_ms: int
+
+
+@dataclass
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState
+    previous_producer_id: int = NO_PRODUCER_ID
+    last_producer_epoch: int = NO_PRODUCER_EPOCH
+    partitions: set = field(default_factory=set)
+    start_ms: int = -1
+    last_update_ms: int = -1
+    pending: TxnState | None = None
+    has_failed_epoch_fence: bool = False
+
+    def current(self) -> Transit:
+        return Transit(self.producer_id, self.previous_producer_id, self.producer_epoch,
+                       self.last_producer_epoch, self.timeout_ms, self.state,
+                       frozenset(self.partitions), self.start_ms, self.last_update_ms)
+
+    def _prepare(self, **changes) -> Transit:
+        transit = replace(self.current(), **changes)
+        if self.state not in VALID_PREVIOUS[transit.state]:
+            raise IllegalTransition(f"{self.transactional_id}: {self.state.name} -> {transit.state.name}")
+        self.pending = transit.state
+        return transit
+
+    # -- the prepared transitions (Kafka's prepare* methods, transaction version 0) -----------
+    def prepare_epoch_bump(self, timeout_ms: int, epoch: int, last_epoch: int, now_ms: int) -> Transit:
+        return self._prepare(producer_epoch=epoch, last_producer_epoch=last_epoch, timeout_ms=timeout_ms,
+                             state=S.Empty, partitions=frozenset(), start_ms=-1, last_update_ms=now_ms)
+
+    def prepare_producer_id_rotation(self, new_producer_id: int, timeout_ms: int, now_ms: int,
+                                     record_last_epoch: bool) -> Transit:
+        return self._prepare(producer_id=new_producer_id, previous_producer_id=self.producer_id,
+                             producer_epoch=0,
+                             last_producer_epoch=self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
+                             timeout_ms=timeout_ms, state=S.Empty, partitions=frozenset(), start_ms=-1,
+                             last_update_ms=now_ms)
+
+    def prepare_add_partitions(self, added, now_ms: int) -> Transit:
+        start = now_ms if self.state in (S.Empty, S.CompleteCommit, S.CompleteAbort) else self.start_ms
+        return self._prepare(state=S.Ongoing, partitions=frozenset(self.partitions) | frozenset(added),
+                             start_ms=start, last_update_ms=now_ms)
+
+    def fence_now(self) -> None:
+        """Ongoing -> PrepareEpochFence: bump the epoch in memory now (see the module docstring)."""
+        if self.state not in VALID_PREVIOUS[S.PrepareEpochFence]:
+            raise IllegalTransition(f"{self.transactional_id}: fence from {self.state.name}")
+        if not self.has_failed_epoch_fence:
+            self.producer_epoch += 1
+        self.last_producer_epoch = NO_PRODUCER_EPOCH
+        self.pending = S.PrepareEpochFence
+
+    def prepare_end(self, commit: bool, now_ms: int) -> Transit:
+        if self.pending is S.PrepareEpochFence:
+            self.pending = None  # the fence continues as this abort (from Ongoing)
+        return self._prepare(state=S.PrepareCommit if commit else S.PrepareAbort, last_update_ms=now_ms)
+
+    def prepare_complete(self, now_ms: int) -> Transit:
+        done = S.CompleteCommit if self.state is S.PrepareCommit else S.CompleteAbort
+        return self._prepare(state=done, partitions=frozenset(), last_update_ms=now_ms)
+
+    def prepare_dead(self) -> Transit:
+        return self._prepare(state=S.Dead, partitions=frozenset())
+
+    def complete(self, transit: Transit) -> None:
+        """The write of ``transit`` succeeded: it becomes the state."""
+        assert self.pending is transit.state, (self.pending, transit.state)
+        self.producer_id = transit.producer_id
+        self.previous_producer_id = transit.previous_producer_id
+        self.producer_epoch = transit.producer_epoch
+        self.last_producer_epoch = transit.last_producer_epoch
+        self.timeout_ms = transit.timeout_ms
+        self.state = transit.state
+        self.partitions = set(transit.partitions)
+        self.start_ms = transit.start_ms
+        self.last_update_ms = transit.last_update_ms
+        self.pending = None
+        if transit.state in (S.CompleteCommit, S.CompleteAbort):
+            self.has_failed_epoch_fence = False
