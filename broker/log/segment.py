@@ -222,6 +222,9 @@ class LogSegment:
         self.log_path.unlink(missing_ok=True)
         self._offset_index.delete()
         self._time_index.delete()
+        if self.log_path.name.endswith(LOG_SUFFIX):  # a served segment (not the cleaner's output):
+            # its aborted-transaction index goes with it (broker.log.txn_index)
+            self.log_path.with_name(segment_file_name(self.base_offset) + ".txnindex").unlink(missing_ok=True)
 
     def flush(self) -> None:
         """fsync the log and both indexes if anything changed since the last flush."""

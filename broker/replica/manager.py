@@ -50,6 +50,7 @@ from broker.log import CheckpointError, LogError, read_checkpoint, write_checkpo
 from broker.records import BatchLimits
 from broker.replica.leader_epoch import LeaderEpochCache
 from broker.replica.partition import REPLICA_LAG_TIME_MAX_MS, IsrChange, Partition
+from broker.log.txn_index import TransactionIndex
 from broker.replica.producer_recovery import load_producer_state
 from broker.replica.producer_state import ProducerStateManager
 from broker.replica.purgatory import Purgatory
@@ -253,7 +254,8 @@ class ReplicaManager:
             log = self._log_for(topic, index, config)
             state = ProducerStateManager(self.settings.producer_id_expiration_ms,
                                          self.settings.producer_state_entries_max)
-            replayed = load_producer_state(log, state, self._now_ms())
+            txn_index = TransactionIndex(log.directory)
+            replayed = load_producer_state(log, state, self._now_ms(), txn_index)
             epochs = _leader_epochs(log)
         except LogError as exc:
             logger.error("cannot open %s-%d: %s", topic, index, exc)
@@ -262,7 +264,7 @@ class ReplicaManager:
                     topic, index, log.log_start_offset, log.log_end_offset, len(state), replayed)
         partition = Partition(topic, index, log, self.broker_id, state, epochs, self._now_ms,
                               self.purgatory.notify, self.settings.replica_lag_time_max_ms,
-                              self._checkpointed_hw.get((topic, index)))
+                              self._checkpointed_hw.get((topic, index)), txn_index=txn_index)
         partition.min_insync_replicas = _min_insync(config, self.settings.min_insync_replicas)
         self._partitions[(topic, index)] = partition
         self._configs[(topic, index)] = dict(config)

@@ -46,9 +46,14 @@ from typing import Callable, NamedTuple
 
 from broker.cluster.layout import PartitionState
 from broker.log import Log, LogError, OffsetOutOfRangeError
+from broker.log.txn_index import TransactionIndex
 from broker.records import (
     BatchHeader,
     BatchLimits,
+    ControlRecord,
+    ControlType,
+    encode_control_batch,
+    read_header,
     KeylessRecordError,
     RecordsError,
     batch_size_at,
@@ -60,6 +65,7 @@ from broker.records.header import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, co
 from broker.replica.leader_epoch import LeaderEpochCache
 from broker.replica.producer_recovery import load_producer_state, take_snapshot
 from broker.replica.producer_state import Duplicate, ProducerStateManager, Rejected
+from broker.replica import transactions as txn
 from broker.replica.timestamps import check_timestamps
 from broker.wire import ErrorCode
 
@@ -103,6 +109,7 @@ class ReadResult(NamedTuple):
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: bytes = b""
+    aborted_transactions: tuple = ()  # read_committed: AbortedTxn entries overlapping the records
 
 
 class IsrChange(NamedTuple):
@@ -148,6 +155,7 @@ class Partition:
         on_high_watermark: Callable[[tuple[str, int]], object],
         replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
         high_watermark: int | None = None,
+        txn_index: TransactionIndex | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -156,6 +164,8 @@ class Partition:
         self.log = log
         self.local_broker_id = local_broker_id
         self.producer_state = producer_state
+        # the aborted-transaction index (rebuilt with the producer state by load_producer_state)
+        self.txn_index = txn_index if txn_index is not None else TransactionIndex(log.directory)
         self.leader_epochs = leader_epochs
         self._now_ms = now_ms
         self._on_high_watermark = on_high_watermark
@@ -208,7 +218,12 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark  # no transactions yet (reference section 3)
+        """min(first offset of the oldest open transaction, high watermark), on leader and
+        followers alike (``broker.replica.transactions``)."""
+        first_unstable = self.producer_state.first_unstable_offset
+        if first_unstable is None or first_unstable > self.high_watermark:
+            return self.high_watermark
+        return max(first_unstable, self.log.log_start_offset)
 
     def is_newer(self, state: PartitionState, zk_version: int) -> bool:
         return (state.leader_epoch, zk_version) > (self._role.leader_epoch, self._role.zk_version)
@@ -271,12 +286,14 @@ class Partition:
     # ---------------------------------------------------------------------------- append
 
     def append_as_leader(self, records: memoryview | None, required_acks: int,
-                         limits: BatchLimits) -> AppendResult:
+                         limits: BatchLimits, txn_verified: bool = False) -> AppendResult:
         """Validate, check producer sequences, append, and move the high watermark. Operating
         errors come back as the result's error code; nothing is appended on any error.
 
         Produce v3+ carries exactly one record batch per partition (Kafka
-        ``ProduceRequest.validateRecords``); anything else is INVALID_RECORD."""
+        ``ProduceRequest.validateRecords``); anything else is INVALID_RECORD. A transactional
+        batch that would open a transaction here needs ``txn_verified`` (the coordinator said
+        the partition is in the producer's transaction, KIP-890), else INVALID_TXN_STATE."""
         assert self.is_leader, "the replica manager routes produce to leaders only"
         if required_acks == -1 and len(self.isr) < self.effective_min_isr:
             return AppendResult(ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -299,10 +316,9 @@ class Partition:
             return self._error(Rejected(ErrorCode.INVALID_RECORD,
                                         f"the baseOffset of the record batch in the append to {self.topic}-"
                                         f"{self.partition} should be 0, but it is {headers[0].base_offset}", -1))
-        if headers[0].is_transactional:
-            # No transaction coordinator yet, so no partition can be in a transaction.
-            return self._error(Rejected(ErrorCode.INVALID_TXN_STATE,
-                                        "transactions are not supported by this broker yet"))
+        refused = self._txn_refusal(headers[0], txn_verified)
+        if refused is not None:
+            return self._error(refused)
         bad_records = _check_records(records, limits,
                                      (self.topic, self.partition) if self.log.config.compact else None)
         if bad_records is not None:
@@ -325,6 +341,48 @@ class Partition:
             return AppendResult(ErrorCode.NONE, batch.first_offset, batch.last_offset, batch.timestamp,
                                 self.log.log_start_offset, leader_term=self.leader_term)
         return self._error(verdict._replace(batch_index=-1))  # Kafka: no record errors for sequences
+
+    def needs_txn_verification(self, header: BatchHeader) -> bool:
+        return txn.needs_verification(self.producer_state, header)
+
+    def _txn_refusal(self, header: BatchHeader, verified: bool) -> Rejected | None:
+        if header.is_transactional and not verified and self.needs_txn_verification(header):
+            return Rejected(ErrorCode.INVALID_TXN_STATE,
+                            f"producer {header.producer_id} epoch {header.producer_epoch}: "
+                            f"{self.topic}-{self.partition} was not verified as part of its transaction")
+        plain = txn.non_transactional_error(self.producer_state, header)
+        return None if plain is None else Rejected(ErrorCode.INVALID_TXN_STATE, plain)
+
+    def append_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                          committed: bool) -> AppendResult:
+        """WriteTxnMarkers: append the COMMIT or ABORT control batch of ``producer_id``'s
+        transaction as leader (Kafka appends it with acks=all: the caller waits for the high
+        watermark to pass ``last_offset``). Refused without appending: NOT_ENOUGH_REPLICAS
+        below ``min.insync.replicas``, INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED
+        by ``transactions.marker_error``."""
+        assert self.is_leader, "markers go to leaders"
+        if len(self.isr) < self.effective_min_isr:
+            return AppendResult(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                error_message=f"ISR {list(self.isr)} is smaller than "
+                                              f"min.insync.replicas={self.effective_min_isr}")
+        error, message = txn.marker_error(self.producer_state, producer_id, producer_epoch,
+                                          coordinator_epoch)
+        if error != ErrorCode.NONE:
+            return AppendResult(error, error_message=message)
+        marker = ControlRecord(ControlType.COMMIT if committed else ControlType.ABORT, coordinator_epoch)
+        batch = encode_control_batch(marker, offset=0, timestamp=self._now_ms(),
+                                     producer_id=producer_id, producer_epoch=producer_epoch)
+        try:
+            info = self.log.append_as_leader(batch, self.leader_epoch)
+        except (RecordsError, LogError) as exc:
+            return AppendResult(getattr(exc, "kafka_error_code", ErrorCode.UNKNOWN_SERVER_ERROR),
+                                error_message=str(exc))
+        header = read_header(batch)._replace(base_offset=info.first_offset)
+        txn.record_marker(self.log, self.producer_state, self.txn_index, header, info.first_offset, marker)
+        self._on_high_watermark(self.log_end_key)
+        self._maybe_increment_high_watermark()
+        return AppendResult(ErrorCode.NONE, info.first_offset, info.last_offset, -1,
+                            self.log.log_start_offset, leader_term=self.leader_term)
 
     def append_as_coordinator(self, records: memoryview, limits: BatchLimits) -> AppendResult:
         """A coordinator's own batch to its internal topic (acks=all): the broker built it (one
@@ -418,7 +476,19 @@ class Partition:
             return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE)  # offsets -1, as Kafka answers consumers
         except LogError as exc:
             return ReadResult(exc.kafka_error_code)
-        return self._read_result(ErrorCode.NONE, data.records)
+        result = self._read_result(ErrorCode.NONE, data.records)
+        if replica_id < 0 and isolation_level == ISOLATION_READ_COMMITTED and data.batches:
+            result = result._replace(aborted_transactions=self.aborted_transactions(
+                fetch_offset, data.next_offset))
+        return result
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> tuple:
+        """The aborted transactions overlapping [fetch_offset, upper_bound_offset): the
+        read_committed consumer drops their batches (Kafka ``addAbortedTransactions``)."""
+        if not len(self.txn_index):
+            return ()
+        self.txn_index.reconcile(txn.segment_bases(self.log), self.log.log_start_offset)
+        return tuple(self.txn_index.collect(fetch_offset, upper_bound_offset))
 
     def _read_result(self, error_code: int, records: bytes) -> ReadResult:
         return ReadResult(error_code, self.high_watermark, self.last_stable_offset,
@@ -528,10 +598,9 @@ class Partition:
         assert not self.is_leader, "only followers append the leader's batches"
         info = self.log.append_as_follower(records)
         if info.batches:
-            now = self._now_ms()
             for _, header in iter_batches(records):
                 self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
-                self.producer_state.record_batch(header, header.base_offset, now)
+            txn.record_batches(self.log, self.producer_state, self.txn_index, records, self._now_ms())
         self.update_follower_high_watermark(leader_high_watermark)
         return info.batches
 
@@ -569,7 +638,7 @@ class Partition:
 
     def _after_truncation(self) -> None:
         self.producer_state.truncate()
-        load_producer_state(self.log, self.producer_state, self._now_ms())
+        load_producer_state(self.log, self.producer_state, self._now_ms(), self.txn_index)
         end = self.log.log_end_offset
         if self.high_watermark > end:
             logger.warning("%s-%d: truncation below the high watermark %d (to %d)", self.topic,
@@ -582,7 +651,7 @@ class Partition:
         """Write a producer-state snapshot if anything changed since the last one."""
         if self.producer_state.changes == self._snapshot_changes or self.log.is_offline:
             return False
-        take_snapshot(self.log, self.producer_state)
+        take_snapshot(self.log, self.producer_state, self.txn_index)
         self._snapshot_changes = self.producer_state.changes
         return True
 

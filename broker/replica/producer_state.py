@@ -58,6 +58,7 @@ __all__ = [
     "ACCEPTED",
     "ProducerStateManager",
     "in_sequence",
+    "CompletedTxn",
 ]
 
 BATCHES_RETAINED = 5
@@ -84,8 +85,9 @@ class BatchMetadata(NamedTuple):
 class ProducerEntry:
     """One producer's state on this partition. ``batches`` is oldest first.
 
-    ``coordinator_epoch`` and ``current_txn_first_offset`` are carried (and snapshotted) for the
-    transaction coordinator to come; without transactions they stay -1.
+    ``current_txn_first_offset`` is the first offset of the producer's open transaction on this
+    partition (-1: none); ``coordinator_epoch`` the epoch of the transaction coordinator that
+    wrote its last marker (-1: none yet). Both are snapshotted.
     """
 
     producer_id: int
@@ -110,6 +112,14 @@ class ProducerEntry:
             if batch.first_seq == first_seq and batch.last_seq == last_seq:
                 return batch
         return None
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker at ``last_offset`` (Kafka ``CompletedTxn``)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
 
 
 class Accepted(NamedTuple):
@@ -202,6 +212,9 @@ class ProducerStateManager:
         self.expiration_ms = expiration_ms
         self.entries_max = entries_max
         self._entries: OrderedDict[int, ProducerEntry] = OrderedDict()  # least recent first
+        # producer id -> first offset of its open transaction, kept apart from the entries so an
+        # evicted entry never loses an open transaction (the LSO must stay at it)
+        self._ongoing: dict[int, int] = {}
         self.changes = 0  # bumped on every change; lets the owner skip unchanged snapshots
 
     def __len__(self) -> int:
@@ -237,16 +250,20 @@ class ProducerStateManager:
         producer_id = header.producer_id
         if producer_id < 0:
             return
-        entry = self._entries.get(producer_id)
-        if header.is_control:  # a transaction marker ends the producer's transaction
-            if entry is not None and header.producer_epoch >= entry.producer_epoch:
-                entry.producer_epoch = header.producer_epoch
-                entry.current_txn_first_offset = -1
-                self.changes += 1
+        if header.is_control:
+            self.complete_txn(header, base_offset, -1)
             return
+        entry = self._entries.get(producer_id)
         if entry is None or header.producer_epoch != entry.producer_epoch:
+            old = entry
             entry = ProducerEntry(producer_id, header.producer_epoch)
+            if old is not None:  # an epoch bump keeps the open transaction (ProducerAppendInfo)
+                entry.coordinator_epoch = old.coordinator_epoch
+                entry.current_txn_first_offset = old.current_txn_first_offset
             self._entries[producer_id] = entry
+        if header.is_transactional and entry.current_txn_first_offset < 0:
+            # the producer's transaction on this partition begins with its first batch
+            entry.current_txn_first_offset = self._ongoing.setdefault(producer_id, base_offset)
         entry.batches.append(BatchMetadata(
             header.base_sequence, header.last_sequence, base_offset + header.last_offset_delta,
             header.last_offset_delta, header.max_timestamp,
@@ -256,6 +273,38 @@ class ProducerStateManager:
         self.changes += 1
         while len(self._entries) > self.entries_max:
             self._entries.popitem(last=False)
+
+    def complete_txn(self, header: BatchHeader, offset: int, coordinator_epoch: int) -> CompletedTxn | None:
+        """A marker (control batch ``header`` at ``offset``) ends ``header.producer_id``'s open
+        transaction; returns it, or None when none was open (a marker for a transaction that
+        never wrote here, or one repeated by a coordinator retrying). ``coordinator_epoch`` is
+        the marker's (-1 when the caller did not read it)."""
+        producer_id = header.producer_id
+        first = self._ongoing.pop(producer_id, None)
+        entry = self._entries.get(producer_id)
+        if entry is not None and header.producer_epoch >= entry.producer_epoch:
+            entry.producer_epoch = header.producer_epoch
+            entry.current_txn_first_offset = -1
+            if coordinator_epoch >= 0:
+                entry.coordinator_epoch = coordinator_epoch
+        self.changes += 1
+        return None if first is None else CompletedTxn(producer_id, first, offset)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, None when none is open."""
+        return min(self._ongoing.values()) if self._ongoing else None
+
+    def ongoing(self) -> dict[int, int]:
+        """Open transactions: producer id -> first offset (a copy)."""
+        return dict(self._ongoing)
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` is done (its marker appended): the first offset of the
+        oldest other open transaction, else the offset after the marker (Kafka
+        ``ProducerStateManager.lastStableOffset``), as written in the aborted-transaction index."""
+        others = [first for pid, first in self._ongoing.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
 
     def record_append(self, headers: Iterable[BatchHeader], first_offset: int, append_ms: int) -> None:
         """Record the batches of one leader append whose first batch got ``first_offset``."""
@@ -267,8 +316,11 @@ class ProducerStateManager:
     def load(self, entries: Iterable[ProducerEntry]) -> None:
         """Replace the state with ``entries`` (from a snapshot), oldest first."""
         self._entries.clear()
+        self._ongoing.clear()
         for entry in sorted(entries, key=lambda e: e.last_append_ms):
             self._entries[entry.producer_id] = entry
+            if entry.current_txn_first_offset >= 0:
+                self._ongoing[entry.producer_id] = entry.current_txn_first_offset
         while len(self._entries) > self.entries_max:
             self._entries.popitem(last=False)
         self.changes += 1
@@ -289,6 +341,7 @@ class ProducerStateManager:
 
     def truncate(self) -> None:
         """Forget everything (a follower truncating its log rebuilds from a snapshot)."""
-        if self._entries:
+        if self._entries or self._ongoing:
             self._entries.clear()
+            self._ongoing.clear()
             self.changes += 1

@@ -14,7 +14,7 @@ from broker.replica.manager import ReplicaManager
 from broker.server.config import BrokerConfig
 from broker.server.metadata import MetadataCache
 
-__all__ = ["BrokerContext", "ControllerApi", "GroupCoordinatorApi", "ProducerIdSource"]
+__all__ = ["BrokerContext", "ControllerApi", "GroupCoordinatorApi", "ProducerIdSource", "TxnCoordinatorApi"]
 
 
 class ControllerApi(Protocol):
@@ -45,6 +45,14 @@ class GroupCoordinatorApi(Protocol):
                      client_host: str): ...
 
 
+class TxnCoordinatorApi(Protocol):
+    """What the transaction handlers need: ``broker.server.txn_coordinator.TxnCoordinatorService``."""
+
+    async def handle(self, api_key: int, api_version: int, request): ...
+
+    def coordinates(self, transactional_id: str) -> bool: ...
+
+
 @dataclass
 class BrokerContext:
     config: BrokerConfig
@@ -58,6 +66,10 @@ class BrokerContext:
     broker_epoch: int = -1  # czxid of our /brokers/ids/N (KIP-380); -1 until registered
     request_metadata_refresh: Callable[..., None] = lambda **_: None  # MetadataSync.request_refresh
     groups: GroupCoordinatorApi | None = None  # None: the group APIs answer COORDINATOR_NOT_AVAILABLE
+    txn: TxnCoordinatorApi | None = None  # None: the transaction APIs answer COORDINATOR_NOT_AVAILABLE
+    # KIP-890 verification of transactional produce (broker.replica.transactions.TxnVerifier,
+    # e.g. the TxnCoordinatorService); None: every transaction-opening produce gets INVALID_TXN_STATE
+    txn_verifier: object | None = None
 
     @property
     def broker_id(self) -> int:

@@ -7,8 +7,10 @@ when it is bigger than both (KIP-74 "min one batch"), so a consumer never stalls
 batch; later partitions return only whole batches that fit.
 
 Visibility: read_uncommitted reads up to the high watermark; read_committed up to the last
-stable offset (equal to the high watermark while there are no transactions) with an EMPTY
-``aborted_transactions`` list (null for read_uncommitted, reference section 3).
+stable offset (the first offset of the oldest open transaction, or the high watermark) with the
+aborted transactions overlapping the batches returned, from the ``.txnindex``
+(``Partition.aborted_transactions``; an empty list when none, null for read_uncommitted,
+reference section 3).
 
 Followers (``replica_id >= 0``, Kafka's replica fetch): each partition's fetch offset is the
 follower's log end offset, recorded once per request before reading
@@ -39,6 +41,7 @@ __all__ = ["API_KEY", "handle", "error_response"]
 API_KEY = ApiKey.FETCH
 _Topic = FetchResponse.FetchableTopicResponse
 _Partition = FetchResponse.PartitionData
+_Aborted = FetchResponse.AbortedTransaction
 
 
 async def handle(ctx: BrokerContext, header, request) -> FetchResponse:
@@ -136,11 +139,16 @@ def _response(request, reads: list[ReadResult]) -> FetchResponse:
                 partition_index=fetch.partition, error_code=read.error_code,
                 high_watermark=read.high_watermark, last_stable_offset=read.last_stable_offset,
                 log_start_offset=read.log_start_offset,
-                aborted_transactions=[] if committed and read.error_code == ErrorCode.NONE else None,
+                aborted_transactions=_aborted(read) if committed and read.error_code == ErrorCode.NONE else None,
                 records=read.records,
             ))
         topics.append(_Topic(topic=topic.topic, partitions=partitions))
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=topics)
+
+
+def _aborted(read: ReadResult) -> list:
+    return [_Aborted(producer_id=entry.producer_id, first_offset=entry.first_offset)
+            for entry in read.aborted_transactions]
 
 
 def error_response(header, request, error_code: int) -> FetchResponse:

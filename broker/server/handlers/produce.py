@@ -21,10 +21,14 @@ that does not exist stays UNKNOWN_TOPIC_OR_PARTITION (3), as Kafka checks its me
 Request-level rules: transactional batches without a transactional id fail every partition with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53), Kafka's answer. ``acks`` must be 0, 1 or -1, else
 every partition gets INVALID_REQUIRED_ACKS (21). A ``transactional_id`` alone changes nothing
-(Kafka appends non-transactional batches whatever it says); a transactional batch gets
-INVALID_TXN_STATE (48) from the partition until the transaction coordinator exists: librdkafka
-treats 48 as a permanent error for those messages (a transactional producer aborts), instead of
-retrying forever, and TRANSACTIONAL_ID_AUTHORIZATION_FAILED would wrongly claim an ACL problem.
+(Kafka appends non-transactional batches whatever it says). KIP-890 part 1: a transactional batch
+that would open its producer's transaction on a partition is first verified with the transaction
+coordinator (``ctx.txn_verifier``, ``broker.replica.transactions.TxnVerifier``; all partitions of
+the request at once): INVALID_TXN_STATE (48) when the partition is not in the producer's ongoing
+transaction, the fencing errors as they are, a coordinator that is loading, moving or busy as
+NOT_ENOUGH_REPLICAS (19, retriable, as Kafka). Without a verifier every such batch gets 48:
+librdkafka treats it as permanent for those messages (a transactional producer aborts) instead
+of retrying forever.
 acks=0 gets no response at all (a failure closes the connection instead). acks=-1 is refused
 with NOT_ENOUGH_REPLICAS (19) when the ISR is smaller than ``min.insync.replicas`` (nothing is
 appended), else waits in the purgatory until the high watermark passes the batch (at once while
@@ -39,7 +43,9 @@ from __future__ import annotations
 import asyncio
 
 from broker.cluster.internal_topics import is_internal
+from broker.records import read_header
 from broker.replica.partition import AppendResult
+from broker.replica.transactions import produce_error_for_verification
 from broker.server.context import BrokerContext
 from broker.server.handlers.common import local_leader
 from broker.server.handlers.produce_shape import is_transactional, records_shape_error
@@ -60,10 +66,13 @@ async def handle(ctx: BrokerContext, header, request) -> ProduceResponse | None:
         return error_response(header, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)  # as Kafka
     if request.acks not in (0, 1, -1):
         return error_response(header, request, ErrorCode.INVALID_REQUIRED_ACKS)
-    results: dict[tuple[str, int], AppendResult] = {}
+    refused, verified = await _verify_transactions(ctx, request)
+    results: dict[tuple[str, int], AppendResult] = dict(refused)
     for topic in request.topic_data:
         for data in topic.partition_data:
-            results[(topic.name, data.index)] = _append(ctx, topic.name, data, request.acks)
+            key = (topic.name, data.index)
+            if key not in results:
+                results[key] = _append(ctx, topic.name, data, request.acks, key in verified)
     if request.acks == 0:
         return _no_response(results)
     if request.acks == -1:
@@ -80,7 +89,43 @@ def _no_response(results: dict) -> None:
     return None
 
 
-def _append(ctx: BrokerContext, topic: str, data, acks: int) -> AppendResult:
+async def _verify_transactions(ctx: BrokerContext, request) -> tuple[dict, set]:
+    """KIP-890 part 1: ask the coordinator about every partition where a transactional batch
+    would open the producer's transaction. Returns (refused partitions with their result,
+    verified partitions)."""
+    asks = {}
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            if records_shape_error(data.records) is not None or not is_transactional(data.records):
+                continue
+            partition, _ = local_leader(ctx, topic.name, data.index)
+            header = read_header(data.records)
+            if partition is not None and partition.needs_txn_verification(header):
+                asks[(topic.name, data.index)] = header
+    if not asks:
+        return {}, set()
+    verifier = ctx.txn_verifier
+    if verifier is None:
+        errors = [ErrorCode.INVALID_TXN_STATE] * len(asks)
+    else:
+        errors = await asyncio.gather(*(
+            verifier.verify(request.transactional_id, h.producer_id, h.producer_epoch, *key)
+            for key, h in asks.items()), return_exceptions=True)
+    refused, verified = {}, set()
+    for key, error in zip(asks, errors):
+        if isinstance(error, BaseException):
+            error = ErrorCode.NOT_ENOUGH_REPLICAS  # the coordinator could not be asked: retriable
+        error = produce_error_for_verification(error)
+        if error == ErrorCode.NONE:
+            verified.add(key)
+        else:
+            refused[key] = AppendResult(error, error_message=(
+                f"transactional produce to {key[0]}-{key[1]} not verified by the transaction "
+                f"coordinator: {ErrorCode(error).name}"))
+    return refused, verified
+
+
+def _append(ctx: BrokerContext, topic: str, data, acks: int, txn_verified: bool = False) -> AppendResult:
     partition, error = local_leader(ctx, topic, data.index)
     internal = is_internal(topic) and error != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if partition is None and not internal:
@@ -90,7 +135,7 @@ def _append(ctx: BrokerContext, topic: str, data, acks: int) -> AppendResult:
         return AppendResult(refused[0], error_message=refused[1])
     if internal:  # only the coordinators write here, not through Produce
         return AppendResult(ErrorCode.INVALID_TOPIC_EXCEPTION)
-    return partition.append_as_leader(data.records, acks, ctx.replicas.settings.limits)
+    return partition.append_as_leader(data.records, acks, ctx.replicas.settings.limits, txn_verified)
 
 
 async def _wait_for_replication(ctx: BrokerContext, results: dict, timeout_ms: int) -> None:
