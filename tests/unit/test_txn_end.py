@@ -1,0 +1,175 @@
+"""AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, the markers and KIP-890 verification on
+``TxnCoordinatorCore`` (Kafka's TransactionCoordinator, transaction version 0)."""
+
+from __future__ import annotations
+
+from txn_helpers import TID, Driver
+
+from broker.coordinator.group.core import partition_for
+from broker.coordinator.txn.state import TxnState
+
+CONCURRENT, FENCED, INVALID_EPOCH, INVALID_STATE, BAD_MAPPING, ABORTABLE = 51, 90, 47, 48, 49, 120
+
+
+def _codes_v3(resp):
+    return {(t.name, p.partition_index): p.partition_error_code
+            for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition}
+
+
+def _open(d, partitions=(("t", 0), ("t", 1))):
+    pid, epoch = d.ready()
+    assert set(_codes_v3(d.answer(d.add(pid, epoch, list(partitions)))).values()) == {0}
+    return pid, epoch
+
+
+def test_add_partitions_writes_ongoing_and_grows_the_set():
+    d = Driver()
+    pid, epoch = _open(d)
+    meta = d.state()
+    assert meta.state is TxnState.Ongoing and meta.partitions == {("t", 0), ("t", 1)}
+    start = meta.start_ms
+    d.now += 50
+    d.add(pid, epoch, [("u", 3)])
+    assert d.state().partitions == {("t", 0), ("t", 1), ("u", 3)} and d.state().start_ms == start
+
+
+def test_add_partitions_already_in_the_transaction_writes_nothing():
+    d = Driver()
+    pid, epoch = _open(d)
+    records = len(d.log[0])
+    assert set(_codes_v3(d.answer(d.add(pid, epoch, [("t", 1)]))).values()) == {0}
+    assert len(d.log[0]) == records
+
+
+def test_add_partitions_errors():
+    d = Driver()
+    pid, epoch = d.ready()
+    assert set(_codes_v3(d.answer(d.add(pid, epoch, [("t", 0)], tid="nobody"))).values()) == {BAD_MAPPING}
+    assert set(_codes_v3(d.answer(d.add(pid + 1, epoch, [("t", 0)]))).values()) == {BAD_MAPPING}
+    assert set(_codes_v3(d.answer(d.add(pid, epoch + 1, [("t", 0)]))).values()) == {FENCED}
+    assert set(_codes_v3(d.answer(d.add(pid, epoch + 1, [("t", 0)], version=1))).values()) == {INVALID_EPOCH}
+    assert d.state().state is TxnState.Empty
+
+
+def test_add_offsets_adds_the_groups_offsets_partition():
+    d = Driver()
+    pid, epoch = d.ready()
+    assert d.answer(d.add_offsets(pid, epoch, "my-group")).error_code == 0
+    assert d.state().partitions == {("__consumer_offsets", partition_for("my-group", 50))}
+    assert d.answer(d.add_offsets(pid, epoch + 3, "my-group", version=1)).error_code == INVALID_EPOCH
+
+
+def test_commit_answers_after_prepare_write_then_markers_then_complete():
+    d = Driver(auto=False)
+    d.auto = True
+    pid, epoch = _open(d)
+    d.auto = False
+    token = d.end(pid, epoch, True)
+    assert d.answer(token) is None
+    d.complete_write(next(iter(d.appends)))
+    assert d.answer(token).error_code == 0 and d.state().state is TxnState.PrepareCommit
+    (marker,) = d.markers.values()
+    assert (marker.producer_id, marker.producer_epoch, marker.committed, marker.coordinator_epoch) == \
+        (pid, epoch, True, 1)
+    assert marker.partitions == (("t", 0), ("t", 1))
+    # meanwhile (Complete* pending behind the markers) both decisions are CONCURRENT_TRANSACTIONS,
+    # as in Kafka, where the pending transition is checked before the state
+    assert d.answer(d.end(pid, epoch, True)).error_code == CONCURRENT
+    assert d.answer(d.end(pid, epoch, False)).error_code == CONCURRENT
+    assert set(_codes_v3(d.answer(d.add(pid, epoch, [("t", 5)]))).values()) == {CONCURRENT}
+    d.complete_markers(marker.marker_id)
+    d.complete_write(next(iter(d.appends)))
+    assert d.state().state is TxnState.CompleteCommit and d.state().partitions == set()
+    assert d.answer(d.end(pid, epoch, True)).error_code == 0        # idempotent retry
+    assert d.answer(d.end(pid, epoch, False)).error_code == INVALID_STATE
+
+
+def test_end_txn_errors():
+    d = Driver()
+    pid, epoch = d.ready()
+    assert d.answer(d.end(pid, epoch, True)).error_code == INVALID_STATE  # Empty
+    assert d.answer(d.end(pid, epoch, True, tid="nobody")).error_code == BAD_MAPPING
+    assert d.answer(d.end(pid + 1, epoch, True)).error_code == BAD_MAPPING
+    assert d.answer(d.end(pid, epoch + 1, True)).error_code == FENCED
+    assert d.answer(d.end(pid, epoch + 1, True, version=1)).error_code == INVALID_EPOCH
+    assert d.answer(d.end(pid, epoch, True, tid="")).error_code == 42
+
+
+def test_delayed_end_txn_of_an_old_epoch_cannot_commit_the_new_transaction():
+    d = Driver()
+    pid, old = _open(d)
+    assert d.answer(d.init()).error_code == CONCURRENT  # restart: fence + abort first
+    pid2, new = d.ready()
+    assert pid2 == pid and new == old + 2
+    _codes_v3(d.answer(d.add(pid, new, [("t", 7)])))
+    assert d.answer(d.end(pid, old, True)).error_code == FENCED
+    assert d.state().state is TxnState.Ongoing
+    assert all(not m.committed for m in d.markers_sent)
+
+
+def test_write_failure_of_prepare_keeps_ongoing_and_the_client_may_retry():
+    d = Driver(auto=False)
+    d.auto = True
+    pid, epoch = _open(d)
+    d.auto = False
+    token = d.end(pid, epoch, True)
+    d.complete_write(next(iter(d.appends)), error=19)
+    assert d.answer(token).error_code == 15
+    assert d.state().state is TxnState.Ongoing and not d.markers
+    d.auto = True
+    assert d.answer(d.end(pid, epoch, True)).error_code == 0
+    assert d.state().state is TxnState.CompleteCommit
+
+
+def test_complete_write_is_retried_when_unavailable():
+    d = Driver(auto=False)
+    d.auto = True
+    pid, epoch = _open(d)
+    d.auto = False
+    d.end(pid, epoch, False)
+    d.complete_write(next(iter(d.appends)))
+    d.complete_markers(next(iter(d.markers)))
+    d.complete_write(next(iter(d.appends)), error=20)
+    assert d.state().state is TxnState.PrepareAbort and len(d.appends) == 1  # a new attempt
+    d.complete_write(next(iter(d.appends)))
+    assert d.state().state is TxnState.CompleteAbort
+
+
+def test_batched_v4_add_and_verify_only():
+    d = Driver()
+    pid, epoch = _open(d, [("t", 0)])
+    token = d.add_v4([(TID, pid, epoch, True, [("t", 0), ("t", 9)]),
+                      (TID, pid, epoch, False, [("u", 1)]),
+                      ("nobody", 5, 0, True, [("t", 0)])])
+    results = {r.transactional_id + str(i): {(t.name, p.partition_index): p.partition_error_code
+                                             for t in r.topic_results for p in t.results_by_partition}
+               for i, r in enumerate(d.answer(token).results_by_transaction)}
+    assert results == {TID + "0": {("t", 0): 0, ("t", 9): ABORTABLE}, TID + "1": {("u", 1): 0},
+                       "nobody2": {("t", 0): BAD_MAPPING}}
+    assert ("u", 1) in d.state().partitions
+
+
+def test_batched_v4_answers_when_the_last_write_completes():
+    d = Driver(auto=False)
+    d.auto = True
+    pa, ea = d.ready("a")
+    pb, eb = d.ready("b")
+    d.auto = False
+    token = d.add_v4([("a", pa, ea, False, [("t", 0)]), ("b", pb, eb, False, [("t", 1)])])
+    first, second = list(d.appends)
+    d.complete_write(first)
+    assert d.answer(token) is None
+    d.complete_write(second)
+    assert len(d.answer(token).results_by_transaction) == 2
+
+
+def test_verify():
+    d = Driver()
+    pid, epoch = _open(d, [("t", 0)])
+    assert d.core.verify(TID, pid, epoch, "t", 0) == 0
+    assert d.core.verify(TID, pid, epoch, "t", 1) == INVALID_STATE
+    assert d.core.verify(TID, pid, epoch - 1, "t", 0) == FENCED
+    assert d.core.verify(TID, pid + 1, epoch, "t", 0) == BAD_MAPPING
+    assert d.core.verify("nobody", pid, epoch, "t", 0) == BAD_MAPPING
+    d.end(pid, epoch, True)
+    assert d.core.verify(TID, pid, epoch, "t", 0) == INVALID_STATE  # committed: no longer in it
