@@ -8,6 +8,8 @@ from __future__ import annotations
 from types import MappingProxyType, ModuleType
 
 from broker.server.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     controlled_shutdown,
     create_topics,
@@ -17,6 +19,8 @@ from broker.server.handlers import (
     describe_configs,
     describe_groups,
     describe_topic_partitions,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -27,6 +31,7 @@ from broker.server.handlers import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -50,6 +55,8 @@ _MODULES: tuple[ModuleType, ...] = (
     # the classic group protocol (group_common.forward to the group coordinator)
     delete_groups, describe_groups, heartbeat, join_group, leave_group, list_groups,
     offset_commit, offset_delete, offset_fetch, sync_group,
+    # transactions (txn_common.forward to the transaction coordinator)
+    add_partitions_to_txn, add_offsets_to_txn, end_txn, describe_transactions, list_transactions,
 )
 
 HANDLERS: MappingProxyType[int, ModuleType] = MappingProxyType(

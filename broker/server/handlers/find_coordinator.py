@@ -10,8 +10,9 @@ exist yet, as Kafka's ``KafkaApis.getCoordinator`` does (``broker.server.interna
 while fewer brokers are live than its replication factor). The leader named may still be
 loading the partition: it answers the group requests COORDINATOR_LOAD_IN_PROGRESS meanwhile.
 
-Key type 1 (transaction): COORDINATOR_NOT_AVAILABLE until the transaction coordinator exists;
-the request already creates ``__transaction_state``.
+Key type 1 (transaction): the same rule with ``__transaction_state`` and
+``transaction.state.log.num.partitions``: the coordinator of transactional id T leads partition
+``partition_for(T, n)`` (Kafka's ``TransactionStateManager.partitionFor``, the same function).
 
 v4+ batches keys (KIP-699); an empty key list creates nothing, as in Kafka, where the topic is
 looked up per key. A key type other than 0 and 1 is INVALID_REQUEST (42): Kafka's share type (2)
@@ -22,7 +23,12 @@ librdkafka enables lz4 only when key 10 is advertised (reference pitfall 8.2).
 
 from __future__ import annotations
 
-from broker.cluster.internal_topics import GROUP_METADATA_TOPIC_NAME, KEY_TYPE_GROUP, topic_for_key_type
+from broker.cluster.internal_topics import (
+    GROUP_METADATA_TOPIC_NAME,
+    KEY_TYPE_GROUP,
+    TRANSACTION_STATE_TOPIC_NAME,
+    topic_for_key_type,
+)
 from broker.coordinator.group.core import partition_for
 from broker.server.context import BrokerContext
 from broker.server.internal_topics import ensure_internal_topic
@@ -31,7 +37,6 @@ from broker.wire import ApiKey, ErrorCode, FindCoordinatorResponse
 __all__ = ["API_KEY", "handle", "error_response"]
 
 API_KEY = ApiKey.FIND_COORDINATOR
-_NO_TRANSACTIONS = "pylog has no transaction coordinator yet"
 _Coordinator = FindCoordinatorResponse.Coordinator
 _NOT_AVAILABLE = (-1, "", -1, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
@@ -49,18 +54,31 @@ async def handle(ctx: BrokerContext, header, request) -> FindCoordinatorResponse
     existed = topic in ctx.metadata.snapshot.topics
     if keys and not existed:
         await ensure_internal_topic(ctx, topic)
-    if request.key_type != KEY_TYPE_GROUP or not existed:  # Kafka answers a creating call so too
-        return _response(header, [(key, _NOT_AVAILABLE, _NO_TRANSACTIONS) for key in keys])
-    return _response(header, [(key, group_coordinator(ctx, key), None) for key in keys])
+    if not existed:  # Kafka answers a creating call so too
+        return _response(header, [(key, _NOT_AVAILABLE, None) for key in keys])
+    if request.key_type == KEY_TYPE_GROUP:
+        return _response(header, [(key, group_coordinator(ctx, key), None) for key in keys])
+    return _response(header, [(key, txn_coordinator(ctx, key), None) for key in keys])
 
 
 def group_coordinator(ctx: BrokerContext, group_id: str) -> tuple[int, str, int, int]:
     """(node id, host, port, error code) of ``group_id``'s coordinator."""
+    return _leader_of(ctx, GROUP_METADATA_TOPIC_NAME,
+                      partition_for(group_id, ctx.config.internal_topics.offsets_topic_num_partitions))
+
+
+def txn_coordinator(ctx: BrokerContext, transactional_id: str) -> tuple[int, str, int, int]:
+    """(node id, host, port, error code) of ``transactional_id``'s coordinator."""
+    return _leader_of(ctx, TRANSACTION_STATE_TOPIC_NAME,
+                      partition_for(transactional_id, ctx.config.internal_topics.transaction_state_log_num_partitions))
+
+
+def _leader_of(ctx: BrokerContext, topic_name: str, index: int) -> tuple[int, str, int, int]:
     snapshot = ctx.metadata.snapshot
-    topic = snapshot.topics.get(GROUP_METADATA_TOPIC_NAME)
+    topic = snapshot.topics.get(topic_name)
     if topic is None:
         return _NOT_AVAILABLE
-    view = topic.partitions.get(partition_for(group_id, ctx.config.internal_topics.offsets_topic_num_partitions))
+    view = topic.partitions.get(index)
     leader = -1 if view is None or view.state is None else view.state.leader
     endpoint = snapshot.endpoint(leader, ctx.listener_name) if leader >= 0 else None
     if endpoint is None:

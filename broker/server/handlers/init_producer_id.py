@@ -6,8 +6,11 @@
   librdkafka's epoch bump after a refused in-flight batch works with either answer: it takes
   the id and epoch it is given and restarts its sequences at 0, which a new id accepts.
 - Only one of producer id / epoch given: INVALID_REQUEST (42), as in Kafka.
-- Non-null transactional id: COORDINATOR_NOT_AVAILABLE (15, retriable) until the transaction
-  coordinator exists.
+- Non-null transactional id: the transaction coordinator's (``BrokerContext.txn``): NOT_COORDINATOR
+  (16) when this broker does not lead the id's ``__transaction_state`` partition (the client asks
+  FindCoordinator again), else the core decides (epoch bump, fencing, aborting the previous
+  incarnation's open transaction first, CONCURRENT_TRANSACTIONS meanwhile). Without a
+  coordinator (unit-test contexts): COORDINATOR_NOT_AVAILABLE (15, retriable).
 
 Compared against Apache Kafka in tests/peer/test_peer_idempotence.py.
 """
@@ -31,7 +34,11 @@ API_KEY = ApiKey.INIT_PRODUCER_ID
 
 async def handle(ctx: BrokerContext, header, request) -> InitProducerIdResponse:
     if request.transactional_id is not None:
-        return error_response(header, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if ctx.txn is None:
+            return error_response(header, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not ctx.txn.coordinates(request.transactional_id):
+            return error_response(header, request, ErrorCode.NOT_COORDINATOR)
+        return await ctx.txn.handle(header.api_key, header.api_version, request)
     producer_id, epoch = request.producer_id, request.producer_epoch
     if (producer_id < 0) != (epoch < 0):
         return error_response(header, request, ErrorCode.INVALID_REQUEST)
