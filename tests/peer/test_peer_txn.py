@@ -19,8 +19,8 @@ from txn_clients import (
     partition_state,
     pylog_pending,
     read_partition,
+    settled,
     txn_peer,  # noqa: F401  (fixture)
-    wait_until,
 )
 
 CLIENTS = ("confluent", "kafka-python")
@@ -32,14 +32,6 @@ def data(first: int, last: int) -> Batch:
 
 def marker(offset: int, kind: str) -> Batch:
     return Batch(offset, offset, True, kind)
-
-
-def settled(peer, topic: str, partition: int, high_watermark: int):
-    """The partition's state once its last marker is written (EndTxn is answered before the
-    markers: Kafka writes them after PrepareCommit/PrepareAbort is durable)."""
-    return wait_until(lambda: (s := partition_state(peer, topic, partition)).last_stable_offset == high_watermark
-                      and s.high_watermark == high_watermark and s,
-                      f"{topic}-{partition} stable at {high_watermark}")
 
 
 # Three transactions over two partitions: commit, abort (its records flushed to the log first, so

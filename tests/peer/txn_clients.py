@@ -25,8 +25,8 @@ from broker.wire import ApiKey, ErrorCode, FindCoordinatorRequest
 
 __all__ = ["COORDINATOR_TIMEOUT_S", "FETCH_VERSION", "LIST_OFFSETS_VERSION", "PYLOG_PENDING",
            "TRANSACTION_TIMEOUT_MS", "Batch", "PartitionState", "TxnProducer", "open_txn_producer",
-           "partition_state", "pylog_pending", "read_partition", "txn_peer", "unique_txn_id",
-           "wait_for_txn_coordinator", "wait_until"]
+           "partition_state", "pylog_pending", "read_partition", "settled", "txn_peer", "unique_txn_id",
+           "wait_for_leaders", "wait_for_txn_coordinator", "wait_until"]
 
 PYLOG_PENDING = pytest.mark.xfail(strict=False, reason="transaction coordinator lands with issue 15")
 TRANSACTION_TIMEOUT_MS = 20_000  # a client's transaction.timeout.ms unless a scenario needs another
@@ -259,13 +259,28 @@ def _fetch(raw, topic: str, partition: int, isolation_level: int):
     return answer
 
 
-def _latest(raw, topic: str, partition: int, isolation_level: int) -> int:
+def _list_offsets(raw, topic: str, partition: int, isolation_level: int):
     [answer] = raw.call(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, {
         "replica_id": -1, "isolation_level": isolation_level, "topics": [{"name": topic, "partitions": [
             {"partition_index": partition, "timestamp": LATEST_TIMESTAMP}]}]}).topics
     [answer] = answer.partitions
+    return answer
+
+
+def _latest(raw, topic: str, partition: int, isolation_level: int) -> int:
+    answer = _list_offsets(raw, topic, partition, isolation_level)
     assert answer.error_code == ErrorCode.NONE, ErrorCode(answer.error_code).name
     return answer.offset
+
+
+def wait_for_leaders(peer, topic: str, partitions: int) -> str:
+    """``topic`` once its leader serves every partition (a raw produce right after CreateTopics
+    may get NOT_LEADER_OR_FOLLOWER; clients retry that, a raw request does not)."""
+    with connect(peer) as raw:
+        for partition in range(partitions):
+            wait_until(lambda: _list_offsets(raw, topic, partition, READ_UNCOMMITTED).error_code == ErrorCode.NONE,
+                       f"a leader for {topic}-{partition} on {peer}")
+    return topic
 
 
 def _batches(records) -> tuple[list[Batch], set[int]]:
@@ -295,3 +310,12 @@ def partition_state(peer, topic: str, partition: int = 0) -> PartitionState:
         batches, uncommitted.high_watermark, committed.last_stable_offset, latest_committed,
         latest_uncommitted, [a.first_offset for a in aborted],
         all(a.producer_id in producers for a in aborted))
+
+
+def settled(peer, topic: str, partition: int, high_watermark: int) -> PartitionState:
+    """The partition's state once its last marker is written and the LSO reached
+    ``high_watermark`` (EndTxn is answered before the markers: Kafka writes them after
+    PrepareCommit/PrepareAbort is durable)."""
+    return wait_until(lambda: (s := partition_state(peer, topic, partition)).last_stable_offset == high_watermark
+                      and s.high_watermark == high_watermark and s,
+                      f"{topic}-{partition} stable at {high_watermark}")
