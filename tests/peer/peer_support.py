@@ -16,7 +16,9 @@ from broker.client.admin import AdminClient
 # retention.bytes. The log cleaner looks for work every 100 ms (Kafka's log.cleaner.backoff.ms is
 # 15 s), so a compacted topic is cleaned soon after its active segment rolls. A group's first
 # rebalance completes at once (Kafka's group.initial.rebalance.delay.ms is 3 s by default, which
-# ApacheKafkaCluster already lowers to 0), so a group scenario waits for its members only.
+# ApacheKafkaCluster already lowers to 0), so a group scenario waits for its members only. The
+# transaction coordinator looks for transactions past their transaction.timeout.ms every second
+# (Kafka's default is every 10 s), so a timeout scenario waits about its own timeout.
 COMMON_BROKER_SETTINGS = {
     "auto.create.topics.enable": "false",
     "message.max.bytes": "1048588",
@@ -24,6 +26,7 @@ COMMON_BROKER_SETTINGS = {
     "log.initial.task.delay.ms": "0",
     "log.cleaner.backoff.ms": "100",
     "group.initial.rebalance.delay.ms": "0",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 }
 _topic_numbers = itertools.count()
 
