@@ -173,6 +173,7 @@ class BrokerConfig:
             abort_timed_out_check_interval_ms=self.transaction_abort_timed_out_transaction_cleanup_interval_ms,
             id_expiration_ms=self.transactional_id_expiration_ms,
             remove_expired_check_interval_ms=self.transaction_remove_expired_transaction_cleanup_interval_ms,
+            offsets_num_partitions=self.internal_topics.offsets_topic_num_partitions,
         )
 
     @classmethod

@@ -30,12 +30,12 @@ def test_settings_are_read_known_and_reach_the_core_and_describe_configs():
              "transactional.id.expiration.ms": "3600000",
              "transaction.remove.expired.transaction.cleanup.interval.ms": "1000",
              "transaction.state.log.num.partitions": "4", "transaction.state.log.load.buffer.size": "4096",
-             "transaction.partition.verification.enable": "false"}
+             "transaction.partition.verification.enable": "false", "offsets.topic.num.partitions": "6"}
     config = BrokerConfig.from_properties(props)
     assert config.unknown_keys == ()
     assert config.txn_settings == TxnSettings(num_partitions=4, max_timeout_ms=60_000,
                                               abort_timed_out_check_interval_ms=500, id_expiration_ms=3_600_000,
-                                              remove_expired_check_interval_ms=1000)
+                                              remove_expired_check_interval_ms=1000, offsets_num_partitions=6)
     assert config.transaction_partition_verification_enable is False
     described = {e.name: e.value for e in describe_broker_configs(config)}
     assert described["transaction.max.timeout.ms"] == "60000"

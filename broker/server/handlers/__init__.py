@@ -41,6 +41,7 @@ from broker.server.handlers import (
     stop_replica,
     sync_group,
     update_metadata,
+    write_txn_markers,
 )
 from broker.wire import SUPPORTED_API_VERSIONS
 
@@ -57,6 +58,7 @@ _MODULES: tuple[ModuleType, ...] = (
     offset_commit, offset_delete, offset_fetch, sync_group,
     # transactions (txn_common.forward to the transaction coordinator)
     add_partitions_to_txn, add_offsets_to_txn, end_txn, describe_transactions, list_transactions,
+    write_txn_markers,  # partition leaders append the coordinator's markers
 )
 
 HANDLERS: MappingProxyType[int, ModuleType] = MappingProxyType(
