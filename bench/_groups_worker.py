@@ -31,7 +31,8 @@ on the machine (Linux CLOCK_MONOTONIC), so the bench can compare times of differ
   ``poll_arrow``. ``window_s`` is from the moment the partitions are the consumer's (``assign``:
   the first poll; ``subscribe``: its ``on_assign``, so the join itself is ``join_s``, apart) to
   the last record: both windows hold the positioning (committed offsets or ListOffsets) and
-  every fetch. ``elapsed_s`` is from the first poll, ``active_s`` from the first record.
+  every fetch. ``elapsed_s`` is from the first poll, ``active_s`` from the first record;
+  ``cpu_s`` is the process's CPU time from the first poll to the last record (join included).
 """
 
 from __future__ import annotations
@@ -145,6 +146,7 @@ def consume(args) -> int:
     count = 0
     first = None
     assigned: list[float] = []
+    cpu_started = time.process_time()
     started = last = time.monotonic()
     if args.mode == "subscribe":
         consumer.subscribe([args.topic], on_assign=lambda tps: assigned.append(time.monotonic()))
@@ -159,11 +161,13 @@ def consume(args) -> int:
                 count, last = count + batch.num_rows, now
             elif now - last > _IDLE_TIMEOUT_S:
                 break
+        cpu_s = time.process_time() - cpu_started
     finally:
         consumer.close()
     window_start = assigned[0] if assigned else started
     _emit(records=count, elapsed_s=last - started, window_s=last - window_start, join_s=window_start - started,
-          active_s=last - (first or last), first_record_s=(first or last) - started, timed_out=count < args.records)
+          active_s=last - (first or last), first_record_s=(first or last) - started, cpu_s=cpu_s,
+          timed_out=count < args.records)
     return 0
 
 

@@ -206,9 +206,12 @@ def consume_rows(bench: Bench, systems: GroupSystems) -> None:
             runs[mode].append(rows.consume(bootstrap, "consume", f"consume-{mode}-{number}-{i}", mode, s.records,
                                            s.timeout_s))
         result = {mode: {"rate": sum(r["records"] for r in done) / max(sum(r["window_s"] for r in done), 1e-9),
-                         "join_s": statistics.mean(r["join_s"] for r in done), "runs": done}
+                         "join_s": statistics.mean(r["join_s"] for r in done),
+                         "cpu_ns_per_record": 1e9 * sum(r["cpu_s"] for r in done) / sum(r["records"] for r in done),
+                         "runs": done}
                   for mode, done in runs.items()}
         result["ratio"] = result["subscribe"]["rate"] / result["assign"]["rate"]
+        result["cpu_ratio"] = result["assign"]["cpu_ns_per_record"] / result["subscribe"]["cpu_ns_per_record"]
         return result
 
     samples = bench.alternate("consume", run)
@@ -219,6 +222,13 @@ def consume_rows(bench: Bench, systems: GroupSystems) -> None:
     bench.add("consume with subscribe()", "records/s", samples, lambda r: r["subscribe"]["rate"],
               note=note + "; one member, auto-commit on", load=load)
     bench.add("subscribe / assign", "x", samples, lambda r: r["ratio"], note="target >= 0.95x", load=load)
+    bench.add("consumer CPU per record, assign()", "ns", samples, lambda r: r["assign"]["cpu_ns_per_record"],
+              lower_is_better=True, note="the consuming process's CPU time / records: the load does not move it",
+              load=load)
+    bench.add("consumer CPU per record, subscribe()", "ns", samples, lambda r: r["subscribe"]["cpu_ns_per_record"],
+              lower_is_better=True, note="join, heartbeat thread and auto-commit included", load=load)
+    bench.add("subscribe / assign, by CPU per record", "x", samples, lambda r: r["cpu_ratio"],
+              note="assign's CPU per record / subscribe's: the rate ratio one free core would give", load=load)
     bench.add("subscribe: the join", "ms", samples, lambda r: 1000 * r["subscribe"]["join_s"], lower_is_better=True,
               note="first poll to on_assign: FindCoordinator, JoinGroup (twice: KIP-394), SyncGroup", load=load)
 
@@ -226,7 +236,7 @@ def consume_rows(bench: Bench, systems: GroupSystems) -> None:
 def _number(value, unit: str) -> str:
     if not isinstance(value, (int, float)):
         return str(value or "-")[:40]
-    if unit in ("ms", "s", "x", "us"):
+    if unit in ("ms", "s", "x", "us", "ns"):
         return f"{value:,.2f}"
     return f"{value:,.0f}"
 
