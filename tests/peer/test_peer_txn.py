@@ -12,6 +12,8 @@ the same literal.
 from __future__ import annotations
 
 import pytest
+from group_clients import produce_spread, wait_for_coordinator
+from group_wire import GroupWire
 from peer_support import unique_topic
 from txn_clients import (
     Batch,
@@ -21,7 +23,12 @@ from txn_clients import (
     read_partition,
     settled,
     txn_peer,  # noqa: F401  (fixture)
+    unique_txn_id,
+    wait_until,
 )
+
+from broker.client.producer import Producer
+from broker.wire import ApiKey, ErrorCode
 
 CLIENTS = ("confluent", "kafka-python")
 
@@ -126,3 +133,94 @@ def test_an_open_transaction_holds_the_lso_until_it_commits(txn_peer):
     assert (state.latest_committed, state.latest_uncommitted) == (7, 7)
     assert read_partition("confluent", txn_peer, topic, 0, "read_committed", 7) == \
         [(0, b"c1-0"), (1, b"c1-1"), (2, b"c1-2"), (4, b"o2-0"), (5, b"o2-1")]
+
+
+def offset_fetch(peer, group: str, topic: str, require_stable: bool) -> tuple[int, str]:
+    """OffsetFetch v8 of ``topic``-0 for ``group``: (offset, error)."""
+    with GroupWire(peer) as wire:
+        answer = wire.call(ApiKey.OFFSET_FETCH, {"groups": [{"group_id": group, "topics": [
+            {"name": topic, "partition_indexes": [0]}]}], "require_stable": require_stable}, version=8)
+    [partition] = answer.groups[0].topics[0].partitions
+    return partition.committed_offset, ErrorCode(partition.error_code).name
+
+
+def group_consumer(client: str, peer, group: str, topic: str):
+    """A read_committed consumer of ``group`` assigned ``topic``-0 from its start (no group
+    membership: send_offsets_to_transaction then carries generation -1, which a group without
+    members accepts)."""
+    if client == "confluent":
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": peer.bootstrap, "group.id": group,
+                             "isolation.level": "read_committed", "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        return consumer
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=peer.bootstrap, group_id=group, isolation_level="read_committed",
+                             enable_auto_commit=False)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek(TopicPartition(topic, 0), 0)
+    return consumer
+
+
+def consume(client: str, consumer, count: int) -> list[bytes]:
+    values: list[bytes] = []
+
+    def poll() -> bool:
+        if client == "confluent":
+            values.extend(m.value() for m in consumer.consume(num_messages=100, timeout=0.2) if m.error() is None)
+        else:
+            values.extend(r.value for records in consumer.poll(timeout_ms=200).values() for r in records)
+        return len(values) >= count
+
+    wait_until(poll, f"{count} input records")
+    return values
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pylog_pending()
+def test_consume_transform_produce_offsets_commit_with_the_output(txn_peer, client):
+    """The exactly-once loop: read the input (read_committed), write the transformed records and
+    the input offsets (send_offsets_to_transaction) in one transaction. While it is open the
+    group's offset is pending: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT and
+    offset -1 (also when an offset was committed before), without it the last committed offset. Committed: offset 6 and the output visible. A second round aborted: the group
+    stays at 6 and read_committed sees no record of it."""
+    source = txn_peer.create_topic(unique_topic("txn-in"), partitions=1)
+    sink = txn_peer.create_topic(unique_topic("txn-out"), partitions=1)
+    group = unique_txn_id("ctp")
+    produce_spread(txn_peer, source, 1, 6)  # p0-0 .. p0-5
+    wait_for_coordinator(txn_peer, group)
+    producer = open_txn_producer(client, txn_peer)
+    consumer = group_consumer(client, txn_peer, group, source)
+    try:
+        for round_, decision in enumerate(("commit", "abort")):
+            values = consume(client, consumer, 6 if round_ == 0 else 3)
+            producer.begin()
+            for value in values:
+                producer.send(sink, 0, value.upper())
+            producer.send_offsets({(source, 0): 6 + 3 * round_}, consumer)
+            producer.flush()
+            assert offset_fetch(txn_peer, group, source, True) == (-1, "UNSTABLE_OFFSET_COMMIT")
+            assert offset_fetch(txn_peer, group, source, False) == (-1 if round_ == 0 else 6, "NONE")
+            producer.commit() if decision == "commit" else producer.abort()
+            expected = 6
+            wait_until(lambda: offset_fetch(txn_peer, group, source, True) == (expected, "NONE"),
+                       f"{group} stable at {expected}")
+            if round_ == 0:
+                produce_spread_more(txn_peer, source)
+    finally:
+        consumer.close()
+        producer.close()
+    state = settled(txn_peer, sink, 0, 11)
+    assert state.batches == [data(0, 5), marker(6, "COMMIT"), data(7, 9), marker(10, "ABORT")]
+    assert read_partition("confluent", txn_peer, sink, 0, "read_committed", 11) == \
+        [(i, b"P0-%d" % i) for i in range(6)]
+
+
+def produce_spread_more(peer, topic: str) -> None:
+    """Three more input records (non-transactional, after the first six): p0-6 .. p0-8."""
+    with Producer(peer.bootstrap, linger_ms=5) as producer:
+        for i in range(6, 9):
+            producer.send(topic, b"p0-%d" % i, key=b"k%d" % i, partition=0)
+        producer.flush()
