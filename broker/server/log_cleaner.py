@@ -38,6 +38,7 @@ from broker.log.checkpoint import read_checkpoint, write_checkpoint
 from broker.log.cleaner.cleaning_pass import CleanerSettings, begin_pass, summarize
 from broker.log.cleaner.key_hash import new_hash_keys
 from broker.log.cleaner.plan import choose_log, cleanable_section
+from broker.log.cleaner.retention import AbortedTxn
 from broker.log.cleaner.status import CLEANER_CHECKPOINT, clear_uncleanable, write_uncleanable
 from broker.log.errors import CheckpointError
 from broker.server.cleaner_worker import CleanerWorker
@@ -135,7 +136,7 @@ class LogCleanerService:
                 log, checkpoint=self._checkpoint(tp, log), high_watermark=partition.high_watermark,
                 last_stable_offset=partition.last_stable_offset, now_ms=self._now_ms(),
                 producer_last_offsets={e.producer_id: e.last_offset for e in partition.producer_state.entries()},
-                settings=self._settings)
+                aborted=_aborted_transactions(partition), settings=self._settings)
         except OSError as exc:
             return self._mark_uncleanable(tp, exc)
         if cleaning is None:
@@ -234,3 +235,12 @@ class LogCleanerService:
 
     def statistics(self) -> CleanerStatistics:
         return self.stats
+
+
+def _aborted_transactions(partition) -> list[AbortedTxn]:
+    """The aborted transactions of the partition's ``.txnindex``: the pass drops their records
+    (retention rule 3; transactions, issue 15)."""
+    index = getattr(partition, "txn_index", None)
+    if index is None or not len(index):
+        return []
+    return [AbortedTxn(e.producer_id, e.first_offset, e.last_offset) for e in index.entries()]
