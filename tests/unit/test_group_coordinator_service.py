@@ -338,3 +338,33 @@ def test_decode_records_refuses_a_damaged_batch(damage):
         data[17:21] = crc32c.crc32c(bytes(data[21:])).to_bytes(4, "big")
     with pytest.raises(CorruptRecordError):
         decode_records(bytes(data))
+
+
+def test_commits_read_together_are_one_batch_and_any_other_request_comes_after_them(tmp_path):
+    """OffsetCommits handled in one event-loop iteration (a client pipelines several) are
+    appended as one batch, each still completed and answered on its own, in order; a request of
+    another kind in the same iteration reaches the core only after their writes completed."""
+    world = World(tmp_path)
+
+    class Test:
+        service = world.service
+
+        @staticmethod
+        async def body():
+            world.lead(0, 1, 0)
+            await until(lambda: world.core.of("load"))
+            tasks = [asyncio.create_task(world.service.handle(8, 8, ("write", 0, [kv(2 * i), kv(2 * i + 1)]), "c", "h"))
+                     for i in range(3)]
+            tasks.append(asyncio.create_task(world.service.handle(12, 4, "ping", None, "h")))
+            assert await asyncio.gather(*tasks) == [("written", 0)] * 3 + [("answer", "ping")]
+            kinds = [c[0] for c in world.core.calls if c[0] in ("handle", "write_done")]
+            assert kinds == ["handle"] * 3 + ["write_done"] * 3 + ["handle"]
+            assert world.core.of("write_done") == [(1, 0), (2, 0), (3, 0)]
+            log = world.replicas.get(OFFSETS, 0).log
+            assert log.log_end_offset == 6 and log.read(0, 1 << 20, 6, True).batches == 1
+            # Alone in its iteration, a commit is its own batch.
+            assert await world.service.handle(8, 8, ("write", 0, [kv(6)]), "c", "h") == ("written", 0)
+            assert log.read(0, 1 << 20, 7, True).batches == 2
+
+    Test.world = world
+    run(Test)
