@@ -271,8 +271,7 @@ class ProducerStateManager:
         entry.last_append_ms = max(entry.last_append_ms, append_ms)
         self._entries.move_to_end(producer_id)
         self.changes += 1
-        while len(self._entries) > self.entries_max:
-            self._entries.popitem(last=False)
+        self._evict()
 
     def complete_txn(self, header: BatchHeader, offset: int, coordinator_epoch: int) -> CompletedTxn | None:
         """A marker (control batch ``header`` at ``offset``) ends ``header.producer_id``'s open
@@ -321,9 +320,24 @@ class ProducerStateManager:
             self._entries[entry.producer_id] = entry
             if entry.current_txn_first_offset >= 0:
                 self._ongoing[entry.producer_id] = entry.current_txn_first_offset
-        while len(self._entries) > self.entries_max:
-            self._entries.popitem(last=False)
+        self._evict()
         self.changes += 1
+
+    def _evict(self) -> None:
+        """Over ``entries_max``: forget the least recently appended producers, except those
+        with an open transaction (the snapshot must keep it, or a restart would let the LSO
+        pass it); those may exceed the bound until their markers come."""
+        excess = len(self._entries) - self.entries_max
+        if excess <= 0:
+            return
+        doomed = []
+        for pid, entry in self._entries.items():
+            if len(doomed) == excess:
+                break
+            if entry.current_txn_first_offset < 0:
+                doomed.append(pid)
+        for pid in doomed:
+            del self._entries[pid]
 
     def expire(self, now_ms: int) -> int:
         """Forget producers that have not appended for ``expiration_ms``, unless a transaction

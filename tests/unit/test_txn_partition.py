@@ -249,3 +249,13 @@ def test_truncation_drops_index_entries_and_reopens_transactions(tmp_path):
     assert follower.txn_index.entries() == []
     assert follower.producer_state.ongoing() == {7: 0}  # the marker is gone: open again
     assert not (tmp_path / "t-0" / f"{0:020d}.txnindex").exists()
+
+
+def test_eviction_keeps_producers_with_open_transactions():
+    state = ProducerStateManager(86_400_000, 2)
+    headers = [h for _, h in iter_batches(batch(["a"], 1, 0, 0, transactional=True))]
+    state.record_batch(headers[0], 0, 1)
+    for pid in (2, 3, 4):
+        state.record_batch(next(iter_batches(batch(["x"], pid, 0, 0)))[1], pid, 1 + pid)
+    assert state.get(1) is not None and state.get(1).current_txn_first_offset == 0
+    assert len(state) == 2 and state.ongoing() == {1: 0}
