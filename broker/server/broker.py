@@ -14,7 +14,8 @@ Start-up, in order (each step needs the one before):
    logs of topics deleted while it was down.
 5. Serve: the network server, the ZooKeeper metadata sync, the controller (which stands for
    election at once), the follower fetchers, the ISR writer, the group coordinator (which loads
-   the ``__consumer_offsets`` partitions this broker comes to lead) and the scheduler (retention,
+   the ``__consumer_offsets`` partitions this broker comes to lead), the transaction coordinator
+   (likewise for ``__transaction_state``, with its marker sender) and the scheduler (retention,
    flush, checkpoints, producer expiry, ISR shrink checks) run in one TaskGroup until ``stop``
    is set.
 
@@ -50,6 +51,7 @@ from broker.cluster.layout import BrokerRegistration, EndPoint
 from broker.cluster.zk import KafkaZkClient
 from broker.controller import ControllerSettings
 from broker.coordinator.group.core import GroupCoordinatorCore
+from broker.coordinator.txn.core import TxnCoordinatorCore
 from broker.log import LogManager, wall_clock_ms
 from broker.log.cleaner.cleaning_pass import CleanerSettings
 from broker.records import BatchLimits
@@ -62,6 +64,7 @@ from broker.server.context import BrokerContext
 from broker.server.controller import ControllerService
 from broker.server.dispatch import Dispatcher
 from broker.server.group_coordinator import GroupCoordinatorService, GroupServiceSettings
+from broker.server.handlers import write_txn_markers
 from broker.server.inter_broker import InterBrokerConnection, InterBrokerError
 from broker.server.isr_writer import IsrWriter
 from broker.server.log_cleaner import LogCleanerService
@@ -70,6 +73,9 @@ from broker.server.network import KafkaServer, NetworkLimits
 from broker.server.producer_ids import ProducerIdManager
 from broker.server.replica_fetcher import ReplicaFetcherManager
 from broker.server.scheduler import Scheduler
+from broker.server.txn_coordinator import TxnCoordinatorService, TxnServiceSettings
+from broker.server.txn_markers import MarkerSender
+from broker.server.txn_verify import RemoteTxnVerifier
 from broker.server.zk_sync import MetadataSync
 from broker.wire import ApiKey, ControlledShutdownRequest, ErrorCode
 
@@ -96,6 +102,7 @@ class Broker:
         self.fetchers: ReplicaFetcherManager | None = None
         self.isr_writer: IsrWriter | None = None
         self.groups: GroupCoordinatorService | None = None
+        self.txn: TxnCoordinatorService | None = None
         self.ready = asyncio.Event()
 
     @property
@@ -178,15 +185,39 @@ class Broker:
             GroupServiceSettings(config.offsets_commit_timeout_ms, config.offsets_load_buffer_size_bytes),
             self._now_ms)
         self.replicas.add_leadership_listener(self.groups.on_leadership_change)
+        self.txn = self._txn_coordinator(cache, listener, producer_ids)
+        self.replicas.add_leadership_listener(self.txn.on_leadership_change)
         self.context = BrokerContext(config, cache, self.replicas, self.controller, producer_ids,
                                      self._now_ms, listener_name=listener, broker_epoch=epoch,
                                      request_metadata_refresh=self.sync.request_refresh,
-                                     groups=self.groups)
+                                     groups=self.groups, txn=self.txn,
+                                     txn_verifier=self.txn if config.transaction_partition_verification_enable
+                                     else _NoVerification())
         loop = asyncio.get_running_loop()
         await asyncio.to_thread(self.sync.start_watches, loop)
         await asyncio.to_thread(self.controller.start_watches, loop)
         snapshot = await self.sync.initial_load()
         self.replicas.delete_stray_logs(set(snapshot.topics))
+
+    def _txn_coordinator(self, cache: MetadataCache, listener: str, producer_ids) -> TxnCoordinatorService:
+        """The transaction coordinator with its marker sender (markers to this broker's own
+        partitions through the WriteTxnMarkers handler in-process) and its remote verifier."""
+        config = self.config
+        timeout_s = config.controller_socket_timeout_ms / 1000
+        markers = MarkerSender(
+            config.broker_id, lambda: cache.snapshot, listener,
+            lambda request: write_txn_markers.handle(self.context, None, request),
+            lambda host, port: InterBrokerConnection(host, port, f"broker-{config.broker_id}-txn-markers",
+                                                     timeout_s),
+            lambda marker_id: self.txn.markers_written(marker_id),
+            request_refresh=lambda **kw: self.sync.request_refresh(**kw))
+        verifier = RemoteTxnVerifier(config.broker_id, lambda: cache.snapshot, listener,
+                                     config.internal_topics.transaction_state_log_num_partitions, timeout_s)
+        return TxnCoordinatorService(
+            TxnCoordinatorCore(config.txn_settings), self.replicas,
+            TxnServiceSettings(num_partitions=config.internal_topics.transaction_state_log_num_partitions,
+                               load_buffer_bytes=config.transaction_state_log_load_buffer_size_bytes),
+            self._now_ms, producer_ids.next_id, markers, verifier)
 
     def _registration(self) -> BrokerRegistration:
         endpoints = tuple(EndPoint(l.name, l.host, l.port, "PLAINTEXT")
@@ -223,7 +254,8 @@ class Broker:
                           group.create_task(self.controller.run(), name="controller"),
                           group.create_task(self.fetchers.run(), name="replica-fetchers"),
                           group.create_task(self.isr_writer.run(), name="isr-writer"),
-                          group.create_task(self.groups.run(), name="group-coordinator")]
+                          group.create_task(self.groups.run(), name="group-coordinator"),
+                          group.create_task(self.txn.run(), name="txn-coordinator")]
             if self.config.log_cleaner_enable:
                 background.append(group.create_task(self.cleaner.run(), name="log-cleaner"))
             stopping = group.create_task(stop.wait(), name="stop")
@@ -297,6 +329,8 @@ class Broker:
             self.context.stopping = True
         if self.groups is not None:
             self.groups.close()
+        if self.txn is not None:
+            self.txn.close()
         if self.replicas is not None:
             self.replicas.purgatory.close()
         if self.server is not None:
@@ -314,6 +348,15 @@ class Broker:
         if self.zk is not None:
             await asyncio.to_thread(self.zk.close)
         logger.info("broker %d stopped", self.config.broker_id)
+
+
+class _NoVerification:
+    """``transaction.partition.verification.enable=false``: every transactional produce is
+    accepted without asking the coordinator (Kafka's behaviour before KIP-890)."""
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     topic: str, partition: int) -> int:
+        return ErrorCode.NONE
 
 
 class _Deferred:

@@ -1,0 +1,277 @@
+"""Transactions against real ZooKeeper and pylog broker processes, driven by confluent-kafka's
+transactional producer (librdkafka) and read_committed consumers: a committed transaction over 2
+topics and 6 partitions is read whole, an aborted one never; a producer killed mid-transaction
+has its transaction aborted by the next ``init_transactions``; a zombie is fenced; a transaction
+left open is aborted by its timeout and the last stable offset moves on; the transaction
+coordinator's broker killed between EndTxn(commit) and the markers: the next coordinator finishes
+the commit.
+
+Every wait is a condition with a deadline. Brokers run with
+``transaction.abort.timed.out.transaction.cleanup.interval.ms=500`` so the timeout test waits
+seconds, and small internal topics (quick loads).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+WAIT_S = 60.0
+TXN_SETTINGS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+                "transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5"}
+
+
+def cluster_of(broker_cluster, n: int):
+    factor = str(min(n, 3))
+    return broker_cluster(n, overrides={
+        **TXN_SETTINGS, "transaction.state.log.replication.factor": factor,
+        "transaction.state.log.min.isr": str(min(n, 2)), "offsets.topic.replication.factor": factor,
+        "default.replication.factor": factor, "min.insync.replicas": str(min(n, 2))})
+
+
+def create_topics(bootstrap: str, names, partitions: int, replication: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + WAIT_S
+    for name in names:
+        while True:
+            try:
+                admin.create_topics([NewTopic(name, partitions, replication)])[name].result(30)
+                break
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.INVALID_REPLICATION_FACTOR or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    for name in names:
+        while True:
+            topic = admin.list_topics(name, timeout=10).topics[name]
+            if topic.error is None and len(topic.partitions) == partitions and all(
+                    p.leader >= 0 and p.error is None for p in topic.partitions.values()):
+                break
+            assert time.monotonic() < deadline, f"{name} has no leaders"
+            time.sleep(0.1)
+
+
+def txn_producer(bootstrap: str, transactional_id: str, **extra) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+                         "linger.ms": 5, **extra})
+    producer.init_transactions(WAIT_S)
+    return producer
+
+
+def produce_all(producer: Producer, topics, partitions: int, tag: str, per_partition: int = 5) -> list[bytes]:
+    values = []
+    for topic in topics:
+        for partition in range(partitions):
+            for i in range(per_partition):
+                value = f"{tag}-{topic}-{partition}-{i}".encode()
+                producer.produce(topic, value=value, partition=partition)
+                values.append(value)
+    return values
+
+
+def read_all(bootstrap: str, topics, partitions: int, isolation: str = "read_committed",
+             quiet_s: float = 2.0) -> list[bytes]:
+    """Every record visible at ``isolation``, read from the start until the end offsets (at that
+    isolation) are reached and nothing new came for ``quiet_s``."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                         "isolation.level": isolation, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    try:
+        assignment = [TopicPartition(t, p, 0) for t in topics for p in range(partitions)]
+        consumer.assign(assignment)
+        values, eof, last_new = [], set(), time.monotonic()
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                if len(eof) == len(assignment) and time.monotonic() - last_new > quiet_s:
+                    break
+                continue
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    eof.add((message.topic(), message.partition()))
+                    continue
+                raise KafkaException(message.error())
+            eof.discard((message.topic(), message.partition()))
+            values.append(message.value())
+            last_new = time.monotonic()
+        return values
+    finally:
+        consumer.close()
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "offsets", "isolation.level": isolation})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+                if isolation == "read_uncommitted" else
+                consumer.offsets_for_times([TopicPartition(topic, p, -1)], timeout=10)[0].offset
+                for p in range(partitions)]
+    finally:
+        consumer.close()
+
+
+# ----------------------------------------------------------------------------------- tests
+
+
+def test_commit_and_abort_over_two_topics_and_six_partitions(broker_cluster):
+    cluster = cluster_of(broker_cluster, 1)
+    topics = ["txn-a", "txn-b"]
+    create_topics(cluster.bootstrap, topics, 3)
+    producer = txn_producer(cluster.bootstrap, "tx-basic")
+    producer.begin_transaction()
+    committed = produce_all(producer, topics, 3, "c1")
+    producer.commit_transaction(WAIT_S)
+    producer.begin_transaction()
+    aborted = produce_all(producer, topics, 3, "a1")
+    producer.flush(WAIT_S)
+    producer.abort_transaction(WAIT_S)
+    producer.begin_transaction()
+    committed += produce_all(producer, topics, 3, "c2")
+    producer.commit_transaction(WAIT_S)
+    seen = read_all(cluster.bootstrap, topics, 3)
+    assert sorted(seen) == sorted(committed) and not set(seen) & set(aborted)
+    assert sorted(read_all(cluster.bootstrap, topics, 3, "read_uncommitted")) == sorted(committed + aborted)
+    # EndTxn latency (commit of one small transaction), printed for the report.
+    latencies = []
+    for n in range(30):
+        producer.begin_transaction()
+        producer.produce("txn-a", value=b"x%d" % n, partition=n % 3)
+        producer.flush(WAIT_S)
+        started = time.perf_counter()
+        producer.commit_transaction(WAIT_S)
+        latencies.append((time.perf_counter() - started) * 1000)
+    latencies.sort()
+    print(f"commit_transaction after flush (EndTxn round trip), 1 broker: p50 {latencies[15]:.1f} ms, "
+          f"p99 {latencies[-1]:.1f} ms")
+
+
+_VICTIM = textwrap.dedent("""
+    import sys, time
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[2], "linger.ms": 0})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for i in range(20):
+        producer.produce(sys.argv[3], value=b"open-%d" % i, partition=i % 3)
+    producer.flush(60)
+    print("produced", flush=True)
+    time.sleep(600)
+""")
+
+
+def start_victim(bootstrap: str, transactional_id: str, topic: str) -> subprocess.Popen:
+    victim = subprocess.Popen([sys.executable, "-c", _VICTIM, bootstrap, transactional_id, topic],
+                              stdout=subprocess.PIPE, text=True)
+    line = victim.stdout.readline()
+    assert line.strip() == "produced", line
+    return victim
+
+
+def test_a_killed_producers_transaction_is_aborted_by_the_next_init_transactions(broker_cluster):
+    cluster = cluster_of(broker_cluster, 1)
+    create_topics(cluster.bootstrap, ["txn-kill"], 3)
+    victim = start_victim(cluster.bootstrap, "tx-kill", "txn-kill")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(10)
+    # The open transaction holds the last stable offset: read_committed sees nothing.
+    assert read_all(cluster.bootstrap, ["txn-kill"], 3, quiet_s=0.5) == []
+    producer = txn_producer(cluster.bootstrap, "tx-kill")  # aborts the previous incarnation's transaction
+    producer.begin_transaction()
+    committed = produce_all(producer, ["txn-kill"], 3, "after")
+    producer.commit_transaction(WAIT_S)
+    assert sorted(read_all(cluster.bootstrap, ["txn-kill"], 3)) == sorted(committed)
+
+
+def test_a_zombie_producer_is_fenced(broker_cluster):
+    cluster = cluster_of(broker_cluster, 1)
+    create_topics(cluster.bootstrap, ["txn-zombie"], 3)
+    zombie = txn_producer(cluster.bootstrap, "tx-zombie")
+    zombie.begin_transaction()
+    zombie.produce("txn-zombie", value=b"zombie-1", partition=0)
+    zombie.flush(WAIT_S)
+    successor = txn_producer(cluster.bootstrap, "tx-zombie")  # new epoch: fences the zombie
+    successor.begin_transaction()
+    committed = produce_all(successor, ["txn-zombie"], 3, "succ")
+    successor.commit_transaction(WAIT_S)
+    with pytest.raises(KafkaException) as info:
+        zombie.produce("txn-zombie", value=b"zombie-2", partition=1)
+        zombie.commit_transaction(WAIT_S)
+    error = info.value.args[0]
+    assert error.fatal() or error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                             KafkaError.INVALID_PRODUCER_EPOCH), error
+    seen = read_all(cluster.bootstrap, ["txn-zombie"], 3)
+    assert sorted(seen) == sorted(committed)
+
+
+def test_an_open_transaction_is_aborted_by_its_timeout_and_the_lso_moves_on(broker_cluster):
+    cluster = cluster_of(broker_cluster, 1)
+    create_topics(cluster.bootstrap, ["txn-timeout"], 3)
+    stuck = txn_producer(cluster.bootstrap, "tx-timeout", **{"transaction.timeout.ms": 2000})
+    stuck.begin_transaction()
+    for i in range(6):
+        stuck.produce("txn-timeout", value=b"stuck-%d" % i, partition=i % 3)
+    stuck.flush(WAIT_S)
+    other = txn_producer(cluster.bootstrap, "tx-other")
+    other.begin_transaction()
+    committed = produce_all(other, ["txn-timeout"], 3, "later")
+    other.commit_transaction(WAIT_S)
+    # The stuck transaction holds the LSO (nothing after it is visible) until the coordinator
+    # aborts it (2 s timeout, checked every 500 ms); then the later commit becomes visible.
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        seen = read_all(cluster.bootstrap, ["txn-timeout"], 3, quiet_s=0.3)
+        if sorted(seen) == sorted(committed):
+            break
+        assert not any(v.startswith(b"stuck") for v in seen)
+        assert time.monotonic() < deadline, f"the LSO did not move: {len(seen)} visible"
+        time.sleep(0.5)
+
+
+def test_the_new_coordinator_finishes_a_commit_whose_broker_died(broker_cluster):
+    """3 brokers. The producer's coordinator is killed right after EndTxn(commit) was answered
+    (the PrepareCommit is replicated; markers may be missing): the broker that takes over its
+    ``__transaction_state`` partition resumes the commit and writes the markers."""
+    cluster = cluster_of(broker_cluster, 3)
+    topics = ["txn-fail-a", "txn-fail-b"]
+    create_topics(cluster.bootstrap, topics, 3, replication=3)
+    producer = txn_producer(cluster.bootstrap, "tx-failover")
+    coordinator = find_txn_coordinator(cluster.bootstrap, "tx-failover")
+    producer.begin_transaction()
+    committed = produce_all(producer, topics, 3, "fo")
+    producer.flush(WAIT_S)
+    producer.commit_transaction(WAIT_S)
+    cluster.broker(coordinator).kill(signal.SIGKILL)
+    bootstrap = ",".join(b.bootstrap for b in cluster.brokers if b.broker_id != coordinator)
+    seen = read_all(bootstrap, topics, 3)
+    assert sorted(seen) == sorted(committed)
+    # The transactional id keeps working with its new coordinator.
+    again = txn_producer(bootstrap, "tx-failover")
+    again.begin_transaction()
+    more = produce_all(again, topics[:1], 3, "fo2", per_partition=1)
+    again.commit_transaction(WAIT_S)
+    assert sorted(read_all(bootstrap, topics, 3)) == sorted(committed + more)
+
+
+def find_txn_coordinator(bootstrap: str, transactional_id: str) -> int:
+    from broker.client.connection import BrokerConnection
+    from broker.wire import ApiKey
+    host, port = bootstrap.split(",")[0].split(":")
+    with BrokerConnection(host, int(port)) as conn:
+        conn.connect()
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            response = conn.request(ApiKey.FIND_COORDINATOR, {
+                "key": transactional_id, "key_type": 1, "coordinator_keys": [transactional_id]}, api_version=4)
+            (found,) = response.coordinators
+            if found.error_code == 0:
+                return found.node_id
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
