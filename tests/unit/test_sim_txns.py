@@ -1,0 +1,113 @@
+"""The transaction coordinator's simulation tier (``broker.sim.txns``): many seeds of model
+transactional producers against ``TxnCoordinatorCore`` with crashes, zombies, stalls past the
+timeout, delayed EndTxn, failing appends and allocations, and coordinator moves; and proof that
+the invariants bite (mutated cores fail them).
+
+Seeds: at least ``PYLOG_TXN_SIM_MIN_SEEDS`` (default 200) from ``PYLOG_TXN_SIM_FIRST_SEED``
+(default 0), more while ``PYLOG_TXN_SIM_BUDGET_S`` (default 10) seconds last. Replay one:
+``python -m broker.sim.txns --seed N --verbose``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import pytest
+
+from broker.coordinator.txn import apis, core as core_module
+from broker.sim.txns import run_txn_simulation
+
+MIN_SEEDS = int(os.environ.get("PYLOG_TXN_SIM_MIN_SEEDS", "200"))
+BUDGET_S = float(os.environ.get("PYLOG_TXN_SIM_BUDGET_S", "10"))
+FIRST_SEED = int(os.environ.get("PYLOG_TXN_SIM_FIRST_SEED", "0"))
+MUTANT_SEEDS = 40
+
+
+def test_many_seeds_keep_every_invariant():
+    started = time.monotonic()
+    failures, seeds, committed, aborted, zombies, moves = [], 0, 0, 0, 0, 0
+    seed = FIRST_SEED
+    while seeds < MIN_SEEDS or time.monotonic() - started < BUDGET_S:
+        result = run_txn_simulation(seed)
+        seeds += 1
+        committed += result.committed
+        aborted += result.aborted
+        zombies += result.fenced_requests
+        moves += result.moves
+        if not result.ok:
+            failures.append(result.summary())
+        seed += 1
+    assert not failures, f"{len(failures)} of {seeds} seeds failed:\n" + "\n".join(failures[:5])
+    # the faults happened: the seeds exercised what the invariants are about
+    assert committed > 100 * seeds and aborted > 10 * seeds
+    assert zombies > seeds and moves > 2 * seeds
+
+
+def _first_failure(match: str) -> str:
+    for seed in range(MUTANT_SEEDS):
+        result = run_txn_simulation(seed)
+        if not result.ok:
+            text = "\n".join(result.violations)
+            assert match in text, text
+            return text
+    pytest.fail(f"no seed of {MUTANT_SEEDS} caught the mutant ({match!r})")
+
+
+def test_markers_that_disagree_with_the_decision_are_caught(monkeypatch):
+    original = core_module.WriteMarkers
+
+    def always_commit(marker_id, pid, epoch, committed, coordinator_epoch, partitions):
+        return original(marker_id, pid, epoch, True, coordinator_epoch, partitions)
+    monkeypatch.setattr(core_module, "WriteMarkers", always_commit)
+    _first_failure("got the other marker")
+
+
+def test_a_partition_left_out_of_the_markers_is_caught(monkeypatch):
+    original = core_module.WriteMarkers
+
+    def drop_last(marker_id, pid, epoch, committed, coordinator_epoch, partitions):
+        return original(marker_id, pid, epoch, committed, coordinator_epoch, partitions[:-1] or partitions)
+    monkeypatch.setattr(core_module, "WriteMarkers", drop_last)
+    _first_failure("after the quiet period")
+
+
+def test_a_load_that_does_not_resume_prepared_transactions_is_caught(monkeypatch):
+    original_load = core_module.TxnCoordinatorCore.load_partition
+
+    def load_without_resuming(self, partition, records, now_ms):
+        self.send_markers = lambda shard, meta, now: []  # only while loading
+        try:
+            return original_load(self, partition, records, now_ms)
+        finally:
+            del self.send_markers
+    monkeypatch.setattr(core_module.TxnCoordinatorCore, "load_partition", load_without_resuming)
+    _first_failure("left in Prepare")
+
+
+def test_a_core_that_lets_an_old_epoch_end_a_transaction_is_caught(monkeypatch):
+    original = apis.end_transaction
+
+    def epoch_blind(core, shard, meta, producer_id, producer_epoch, commit, from_client, now_ms, done):
+        if from_client:
+            producer_epoch = meta.producer_epoch
+        return original(core, shard, meta, producer_id, producer_epoch, commit, from_client, now_ms, done)
+    monkeypatch.setattr(apis, "end_transaction", epoch_blind)
+    _first_failure("zombie")
+
+
+def test_answering_end_txn_before_the_prepare_is_written_is_caught(monkeypatch):
+    """A core that acknowledges the commit before its PrepareCommit is durable: a failed write or
+    a coordinator move then loses an acknowledged commit."""
+    original = apis.end_transaction
+
+    def eager(core, shard, meta, producer_id, producer_epoch, commit, from_client, now_ms, done):
+        if not from_client or meta.state is not apis.S.Ongoing or meta.pending is not None \
+                or (producer_id, producer_epoch) != (meta.producer_id, meta.producer_epoch):
+            return original(core, shard, meta, producer_id, producer_epoch, commit, from_client, now_ms, done)
+        effects = done(0, now_ms)
+        return effects + original(core, shard, meta, producer_id, producer_epoch, commit, from_client,
+                                  now_ms, lambda code, now: [])
+    monkeypatch.setattr(apis, "end_transaction", eager)
+    _first_failure("has no marker")
