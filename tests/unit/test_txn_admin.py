@@ -44,6 +44,18 @@ def test_list_filters_by_state_producer_id_and_duration():
     assert d.answer(d.list(states=["Ongoing"], duration=20_000)).transaction_states == []
 
 
+def test_list_v2_pattern_must_match_the_whole_id():
+    d = Driver()
+    for tid in ("orders-1", "orders-2", "payments-1"):
+        d.ready(tid)
+    ids = lambda r: sorted(s.transactional_id for s in r.transaction_states)  # noqa: E731
+    assert ids(d.answer(d.list(version=2, pattern="orders-.*"))) == ["orders-1", "orders-2"]
+    assert ids(d.answer(d.list(version=2, pattern="orders"))) == []
+    assert len(ids(d.answer(d.list(version=2, pattern="")))) == 3
+    assert len(ids(d.answer(d.list(version=1, pattern="orders")))) == 3  # v1 has no pattern
+    assert d.answer(d.list(version=2, pattern="(")).error_code == 42
+
+
 def test_requests_while_loading_and_for_other_partitions():
     d = Driver()
     d.core.begin_load(0, 2)

@@ -84,6 +84,13 @@ def test_commit_answers_after_prepare_write_then_markers_then_complete():
     assert d.answer(d.end(pid, epoch, False)).error_code == INVALID_STATE
 
 
+def test_end_txn_v5_answer_carries_producer_id_and_epoch():
+    d = Driver()
+    pid, epoch = _open(d)
+    r = d.answer(d.end(pid, epoch, True, version=5))
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch)
+
+
 def test_end_txn_errors():
     d = Driver()
     pid, epoch = d.ready()

@@ -123,9 +123,10 @@ class Driver:
     def describe(self, *tids):
         return self.request(65, 0, DescribeTransactionsRequest(transactional_ids=list(tids)))
 
-    def list(self, states=(), pids=(), duration=-1, version=1):
+    def list(self, states=(), pids=(), duration=-1, version=1, pattern=None):
         return self.request(66, version, ListTransactionsRequest(
-            state_filters=list(states), producer_id_filters=list(pids), duration_filter=duration))
+            state_filters=list(states), producer_id_filters=list(pids), duration_filter=duration,
+            transactional_id_pattern=pattern))
 
     # -- shortcuts ------------------------------------------------------------------------------
     def ready(self, tid=TID, timeout_ms=TIMEOUT_MS):

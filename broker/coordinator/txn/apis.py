@@ -7,6 +7,8 @@ on the metadata (``pending``), written, and answered from the write's outcome (s
 
 from __future__ import annotations
 
+import re
+
 from broker.coordinator.group.core import partition_for
 from broker.coordinator.txn import responses as rsp
 from broker.coordinator.txn.effects import Reply
@@ -120,7 +122,12 @@ def _epoch_bump(meta: TxnMetadata, expected):
 
 # -- EndTxn -----------------------------------------------------------------------------------------
 def _end_txn(core, token, api_version: int, request, now_ms: int) -> list:
+    meta = None
+
     def reply(code, _now=None):
+        if code == rsp.NONE:  # v5+ carries the producer id and epoch to go on with
+            return [Reply(token, rsp.error_only(rsp.END_TXN, api_version, code,
+                                                producer_id=meta.producer_id, producer_epoch=meta.producer_epoch))]
         return [Reply(token, rsp.error_only(rsp.END_TXN, api_version, code))]
 
     tid = request.transactional_id
@@ -282,6 +289,11 @@ def _list(core, api_version: int, request, now_ms: int):
     unknown = [n for n in names if n not in STATE_NAMES]
     pids = set(request.producer_id_filters)
     duration = request.duration_filter if api_version >= 1 else -1
+    pattern = request.transactional_id_pattern if api_version >= 2 else None
+    try:  # v2 (KIP-1152): a regular expression the whole id must match; null or "" = every id
+        matcher = re.compile(pattern).fullmatch if pattern else None
+    except re.error:
+        return rsp.list_transactions(rsp.INVALID_REQUEST, [], [])
     found = []
     for shard in core.shards():
         for meta in shard.txns.values():
@@ -290,6 +302,8 @@ def _list(core, api_version: int, request, now_ms: int):
             if names and meta.state not in states:
                 continue
             if duration >= 0 and now_ms - meta.start_ms <= duration:
+                continue
+            if matcher is not None and matcher(meta.transactional_id) is None:
                 continue
             found.append((meta.transactional_id, meta.producer_id, meta.state.name))
     return rsp.list_transactions(rsp.NONE, unknown, found)

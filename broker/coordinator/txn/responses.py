@@ -88,9 +88,9 @@ def init_producer_id(api_version: int, error_code: int, producer_id: int = -1, p
         producer_id=producer_id, producer_epoch=producer_epoch)
 
 
-def error_only(api_key: int, api_version: int, error_code: int):
-    """AddOffsetsToTxn and EndTxn: one error code."""
-    return response_class(api_key)(error_code=for_version(api_key, api_version, error_code))
+def error_only(api_key: int, api_version: int, error_code: int, **fields):
+    """AddOffsetsToTxn and EndTxn: one error code (EndTxn v5+: and the producer id/epoch)."""
+    return response_class(api_key)(error_code=for_version(api_key, api_version, error_code), **fields)
 
 
 def _topic_results(cls, field_name: str, errors: dict):
