@@ -37,7 +37,7 @@ def test_value_v0_matches_kafkas_layout():
                                 transaction_partitions=records.partitions_schema({("b", 2), ("a", 1), ("a", 0)}),
                                 transaction_last_update_timestamp_ms=11, transaction_start_timestamp_ms=10)
     expected = _kafka_v0_bytes(7, 3, 60_000, 1, [("a", [0, 1]), ("b", [2])], 11, 10)
-    assert encode_value(value) == expected
+    assert encode_value(value, version=0) == expected
     back = decode_value(expected)
     assert back.producer_id == 7 and back.transaction_status == 1
     assert [(p.topic, p.partition_ids) for p in back.transaction_partitions] == [("a", [0, 1]), ("b", [2])]
@@ -61,6 +61,33 @@ def test_value_v1_is_flexible_with_tagged_ids():
     assert raw == head + tags
     back = decode_value(raw)
     assert (back.previous_producer_id, back.next_producer_id, back.client_transaction_version) == (6, -1, 2)
+
+
+# One transaction of librdkafka against Kafka 4.1.1 (KRaft, formatted at 4.1): the key and the
+# four values of __transaction_state, as read back from the topic.
+KAFKA_411_KEY = bytes.fromhex("0000000870726f62652d7478")
+KAFKA_411_VALUES = [
+    "000100000000000000000000000075300000000001a213db81c8ffffffffffffffff00",
+    "0001000000000000000000000000753001020c70726f62652d746f706963020000000000000001a213db81ec000001a213db81ec00",
+    "0001000000000000000000000000753002020c70726f62652d746f706963020000000000000001a213db8217000001a213db81ec00",
+    "000100000000000000000000000075300401000001a213db821c000001a213db81ec00",
+]
+
+
+@pytest.mark.parametrize("raw_hex", KAFKA_411_VALUES)
+def test_kafka_411_records_decode_and_pylog_writes_the_same_bytes(raw_hex):
+    from broker.coordinator.txn.shard import transit_value
+    from broker.coordinator.txn.state import Transit, TxnState
+
+    raw = bytes.fromhex(raw_hex)
+    assert decode_key(KAFKA_411_KEY) == "probe-tx" and encode_key("probe-tx") == KAFKA_411_KEY
+    v = decode_value(raw)
+    partitions = frozenset((p.topic, i) for p in v.transaction_partitions or () for i in p.partition_ids)
+    transit = Transit(producer_id=v.producer_id, previous_producer_id=-1, producer_epoch=v.producer_epoch,
+                      last_producer_epoch=-1, timeout_ms=v.transaction_timeout_ms,
+                      state=TxnState(v.transaction_status), partitions=partitions,
+                      start_ms=v.transaction_start_timestamp_ms, last_update_ms=v.transaction_last_update_timestamp_ms)
+    assert transit_value(transit) == raw
 
 
 @pytest.mark.parametrize("raw", [b"", b"\x00", b"\x00\x09" + b"\x00" * 40,

@@ -15,10 +15,13 @@ Format (Kafka's ``transaction-coordinator/src/main/resources/common/message/Tran
   ``client_transaction_version`` int16 (tag 2, 0 when absent).
 
 Which version to write: Kafka's ``TransactionLog.valueToBytes`` writes
-``TransactionVersion.transactionLogValueVersion()``: v0 at ``transaction.version`` 0 and v1 from
-level 1 (a Kafka 4.x KRaft cluster formatted at 4.0+ finalizes level 2, so Kafka 4.1 writes v1
-there). pylog's coordinator implements transaction version 0 semantics (no per-transaction epoch
-bump, KIP-890 part 2 is not offered), so it writes **v0**, as Kafka does at level 0, and reads both.
+``TransactionVersion.transactionLogValueVersion()``: v0 at ``transaction.version`` 0, v1 from
+level 1. A Kafka 4.x cluster formatted at 4.0+ finalizes level 2, so Kafka 4.1 writes **v1** —
+seen on Kafka 4.1.1: a librdkafka transaction's Empty, Ongoing, PrepareCommit and CompleteCommit
+records are all v1 with every tagged field at its default (client transaction version 0), Empty
+with null partitions, Complete* with an empty array (``tests/unit/test_txn_records.py`` holds
+those bytes). pylog writes v1 the same way, so the two logs are byte for byte alike; it reads v0
+too (Kafka 3.x logs).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ __all__ = ["TransactionLogValue", "UnknownKey", "RecordFormatError", "VALUE_VERS
            "encode_key", "decode_key", "encode_value", "decode_value"]
 
 KEY_VERSION = 0
-VALUE_VERSION = 0            # what we write (see the module docstring)
+VALUE_VERSION = 1            # what we write (see the module docstring)
 _VALUE_VERSIONS = (0, 1)     # what we read
 _FLEXIBLE_FROM = 1
 
