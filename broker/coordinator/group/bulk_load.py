@@ -135,23 +135,27 @@ def _build(data: bytes, array, winners: np.ndarray, offset_value) -> list | None
     if groups is None or topics is None:
         return None
     (group_ids, group_names), (topic_ids, topic_names) = groups, topics
-    order = np.argsort(group_ids, kind="stable")  # each group's keys together, in log order
-    w = winners[order]
-    meta_len = w[:, k.C_META_LEN]
-    metadata = [""] * len(w)
+    wanted = [k.C_PARTITION, k.C_OFFSET, k.C_EPOCH, k.C_COMMIT_TS, k.C_EXPIRE_TS, k.C_META_POS, k.C_META_LEN]
+    columns = np.vstack([winners[:, wanted].T, topic_ids])  # one contiguous row per field
+    if len(group_ids) > 1 and (group_ids[1:] < group_ids[:-1]).any():
+        order = np.argsort(group_ids, kind="stable")  # each group's keys together, in log order
+        columns = columns[:, order]
+    partitions, offsets, epochs, commit_ts, expire, meta_pos, meta_len, topic_ids = columns
+    metadata = [""] * len(partitions)
+    nonempty = np.flatnonzero(meta_len)
     try:
-        for i, p, n in zip(np.flatnonzero(meta_len).tolist(), w[meta_len > 0, k.C_META_POS].tolist(),
-                           meta_len[meta_len > 0].tolist()):
+        for i, p, n in zip(nonempty.tolist(), meta_pos[nonempty].tolist(), meta_len[nonempty].tolist()):
             metadata[i] = data[p:p + n].decode()
     except UnicodeDecodeError:
         return None
-    expire = w[:, k.C_EXPIRE_TS]
-    expires = [None] * len(w) if not (expire >= 0).any() else [e if e >= 0 else None for e in expire.tolist()]
-    keys = list(zip(map(topic_names.__getitem__, topic_ids[order].tolist()), w[:, k.C_PARTITION].tolist()))
+    expires = [None] * len(partitions) if not (expire >= 0).any() else \
+        [e if e >= 0 else None for e in expire.tolist()]
+    names = topic_names[0] if len(topic_names) == 1 else None
+    keys = list(zip(repeat(names) if names is not None else map(topic_names.__getitem__, topic_ids.tolist()),
+                    partitions.tolist()))
     # tuple.__new__ builds each value in C (a NamedTuple's own __new__ is a Python call: 3x slower)
     values = list(map(tuple.__new__, repeat(offset_value),
-                      zip(w[:, k.C_OFFSET].tolist(), w[:, k.C_EPOCH].tolist(), metadata,
-                          w[:, k.C_COMMIT_TS].tolist(), expires)))
+                      zip(offsets.tolist(), epochs.tolist(), metadata, commit_ts.tolist(), expires)))
     bounds = np.cumsum(np.bincount(group_ids, minlength=len(group_names))).tolist()
     out, start = [], 0
     for name, end in zip(group_names, bounds):

@@ -224,13 +224,15 @@ def _same(data, a, b, length):
 
 @njit(cache=True, nogil=True)
 def intern_spans(data, starts, lengths, flagged):
-    """(ids per row, then per id: first row, last row, rows, any row flagged)."""
+    """(ids per row, then per id: first row, last row, rows, any row flagged). A slot holds
+    (32 bits of the hash, id): a probe past another key costs one look at the table, and the
+    bytes are compared only when the hash bits match (the table is the one random access)."""
     n = len(starts)
     slots = 1
     while slots < 2 * n + 2:
         slots *= 2
     mask = slots - 1
-    table = np.full(slots, -1, np.int64)  # slot -> id
+    table = np.full(slots, -1, np.int64)  # slot -> tag << 32 | id
     ids = np.empty(n, np.int64)
     first = np.empty(n, np.int64)
     last = np.empty(n, np.int64)
@@ -242,18 +244,22 @@ def intern_spans(data, starts, lengths, flagged):
         h = np.uint64(14695981039346656037)
         for i in range(length):
             h = (h ^ np.uint64(data[start + i])) * np.uint64(1099511628211)
-        slot = np.int64(h ^ (h >> np.uint64(29))) & mask
+        h ^= h >> np.uint64(29)
+        tag = np.int64(h >> np.uint64(33))  # 31 bits: the entry stays non-negative
+        slot = np.int64(h & np.uint64(mask))
         while True:
-            found = table[slot]
-            if found < 0:
+            entry = table[slot]
+            if entry < 0:
                 found = distinct
-                table[slot] = found
+                table[slot] = (tag << 32) | found
                 first[found] = r
                 distinct += 1
                 break
-            rep = first[found]
-            if lengths[rep] == length and _same(data, starts[rep], start, length):
-                break
+            if (entry >> 32) == tag:
+                found = entry & 0xFFFFFFFF
+                rep = first[found]
+                if lengths[rep] == length and _same(data, starts[rep], start, length):
+                    break
             slot = (slot + 1) & mask
         ids[r] = found
         last[found] = r
