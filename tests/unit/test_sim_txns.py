@@ -10,7 +10,6 @@ Seeds: at least ``PYLOG_TXN_SIM_MIN_SEEDS`` (default 200) from ``PYLOG_TXN_SIM_F
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 

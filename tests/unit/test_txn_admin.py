@@ -140,3 +140,16 @@ def test_fence_write_failure_does_not_bump_twice():
     assert d.answer(d.init()).error_code == CONCURRENT
     assert d.markers_sent[-1].producer_epoch == epoch + 1
     assert d.ready() == (pid, epoch + 2)
+
+
+def test_an_undecodable_value_fails_the_load_and_the_partition_stays_loading():
+    import pytest
+
+    from broker.coordinator.txn.core import RecordFormatError
+    from broker.coordinator.txn.records import encode_key
+
+    d = Driver()
+    d.core.begin_load(0, 2)
+    with pytest.raises(RecordFormatError):
+        d.core.load_partition(0, [(encode_key(TID), b"\x00\x07" + b"\x00" * 30)], d.now)
+    assert d.answer(d.init()).error_code == 14

@@ -50,6 +50,21 @@ Outputs (effects, in order)
 
 The coordinator of a transactional id is ``partition_for(transactional_id, num_partitions)``
 (the group coordinator's function: ``Utils.abs(String.hashCode) % n``).
+
+Additions to the contract (nothing above changed)
+-------------------------------------------------
+* ``TxnSettings.offsets_num_partitions`` (offsets.topic.num.partitions, default 50): AddOffsetsToTxn
+  adds ``("__consumer_offsets", partition_for(group_id, offsets_num_partitions))``.
+* ``begin_load`` of a partition that is still loaded (re-elected without ``unload_partition``)
+  drops the old state first; the NOT_COORDINATOR replies that owes come out of the next call that
+  returns effects, and ``next_deadline()`` is 0 until then (call ``tick``).
+* ``load_partition`` raises ``RecordFormatError`` for a value it cannot decode (an unknown value
+  version, as Kafka's loader fails); the partition then stays "loading" until ``unload_partition``.
+* ``route(transactional_id) -> (shard or None, error)`` and ``shards()`` are read-only views for the
+  shell and the simulation.
+* A failed Complete* append is retried by the core (a new ``Append``) unless it maps to
+  NOT_COORDINATOR, as Kafka's marker channel manager does; every other failed append drops the
+  pending transition and answers the mapped error (TransactionStateManager.appendTransactionToLog).
 """
 
 from __future__ import annotations
@@ -218,10 +233,10 @@ class TxnCoordinatorCore:
 
     def load_partition(self, partition: int, records, now_ms: int) -> list[Effect]:
         out = self._take_deferred()
-        epoch = self._loading.pop(partition, 0)
+        shard = replay(partition, self._loading.get(partition, 0), records)  # may raise: still loading
+        self._loading.pop(partition, None)
         if partition in self._shards:
             out += self.unload_partition(partition)
-        shard = replay(partition, epoch, records)
         self._shards[partition] = shard
         if self._next_abort_check_ms is None:
             self._next_abort_check_ms = now_ms + self.settings.abort_timed_out_check_interval_ms
