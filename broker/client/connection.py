@@ -77,8 +77,13 @@ def _client_versions() -> dict[int, tuple[int, int]]:
         ApiKey.METADATA: 1,  # v0 cannot ask for "all topics" and has no controller id
     }
     # The codec parses InitProducerId v5-6 (KIP-890's TRANSACTION_ABORTABLE, KIP-939's 2PC);
-    # the producer handles neither yet, so it does not offer them.
-    maximum = {ApiKey.INIT_PRODUCER_ID: 4}
+    # the producer handles neither yet, so it does not offer them. The transactional producer
+    # speaks transaction version 1 (no KIP-890 part 2), as Kafka's Java client does against a
+    # cluster at transaction.version 1: EndTxn <= 4 (v5 bumps the epoch per transaction),
+    # TxnOffsetCommit <= 4 (v5 implies AddOffsetsToTxn), AddPartitionsToTxn <= 3 (v4+ are the
+    # brokers' KIP-890 verify requests, sent by broker/server/txn_verify.py on its own).
+    maximum = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.END_TXN: 4, ApiKey.TXN_OFFSET_COMMIT: 4,
+               ApiKey.ADD_PARTITIONS_TO_TXN: 3, ApiKey.ADD_OFFSETS_TO_TXN: 4}
     return {
         int(key): (minimum.get(key, spec.valid.low), maximum.get(key, spec.valid.high))
         for key, spec in API_SPECS.items()

@@ -16,30 +16,37 @@ from itertools import repeat
 from broker.client.accumulator import ProducerBatch
 from broker.client.errors import KafkaError
 from broker.records import Record, encode_batch
-from broker.records.header import CRC_OFFSET, compute_crc
+from broker.records.header import CRC_OFFSET, TRANSACTIONAL_MASK, compute_crc
 
 __all__ = ["encode_records", "stamp_producer", "produce_request", "produce_error_text"]
 
 _PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at byte 43
 _PRODUCER_FIELDS_OFFSET = 43
+_ATTRIBUTES = struct.Struct(">h")  # attributes at byte 21 (inside the CRC's range)
+_ATTRIBUTES_OFFSET = 21
 _SMALL_BATCH_RECORDS = 64  # below this the reference encoder beats the vectorized one (measured)
 
 
-def stamp_producer(payload, producer_id: int, producer_epoch: int, base_sequence: int):
+def stamp_producer(payload, producer_id: int, producer_epoch: int, base_sequence: int,
+                   transactional: bool = False):
     """The batch with its producer fields set and its CRC recomputed (they are inside the
-    CRC's range). Returns ``payload`` itself when it already carries these values, else a new
+    CRC's range), and the transactional attribute bit when ``transactional``. Returns ``payload`` itself when it already carries these values, else a new
     ``bytearray`` (one copy: it is never changed again, and the request encoder sends it as it
     is; a further ``bytes()`` would copy a 1 MiB batch into fresh pages once more)."""
+    attributes = _ATTRIBUTES.unpack_from(payload, _ATTRIBUTES_OFFSET)[0]
+    wanted = attributes | TRANSACTIONAL_MASK if transactional else attributes
     if _PRODUCER_FIELDS.unpack_from(payload, _PRODUCER_FIELDS_OFFSET) == (producer_id, producer_epoch,
-                                                                          base_sequence):
+                                                                          base_sequence) \
+            and wanted == attributes:
         return payload
     buf = bytearray(payload)
     _PRODUCER_FIELDS.pack_into(buf, _PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, base_sequence)
+    _ATTRIBUTES.pack_into(buf, _ATTRIBUTES_OFFSET, wanted)
     struct.pack_into(">I", buf, CRC_OFFSET, compute_crc(buf, 0, len(buf)))
     return buf
 
 
-def encode_records(batch: ProducerBatch, compression: int) -> bytes | memoryview:
+def encode_records(batch: ProducerBatch, compression: int, transactional: bool = False) -> bytes | memoryview:
     """One RecordBatch v2 of an open batch's records, with its producer fields: the reference
     encoder for a few records or headers, the vectorized one (``encode_batches``) otherwise.
 
@@ -53,7 +60,7 @@ def encode_records(batch: ProducerBatch, compression: int) -> bytes | memoryview
                    for i, (k, v, ts) in enumerate(zip(keys, batch.values, batch.timestamps))]
         return encode_batch(records, compression=compression, base_offset=0,
                             producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-                            base_sequence=batch.base_sequence)
+                            base_sequence=batch.base_sequence, transactional=transactional)
     import numpy as np
     import pyarrow as pa
 
@@ -66,7 +73,7 @@ def encode_records(batch: ProducerBatch, compression: int) -> bytes | memoryview
         _binary_array(batch.values), keys=_binary_array(batch.keys) if batch.has_keys else None,
         timestamps=timestamps, compression=compression, batch_bytes_max=0x7FFFFFFF, base_offset=0,
         producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-        base_sequence=batch.base_sequence, copy=False,
+        base_sequence=batch.base_sequence, copy=False, transactional=transactional,
     )
     assert len(encoded) == 1 and encoded[0].record_count == n, \
         "an open batch encodes to exactly one record batch"
@@ -92,12 +99,13 @@ def _binary_array(items: list):
                                                    pa.py_buffer(b"".join(items))])
 
 
-def produce_request(batches: list[ProducerBatch], acks: int, timeout_ms: int) -> dict:
+def produce_request(batches: list[ProducerBatch], acks: int, timeout_ms: int,
+                    transactional_id: str | None = None) -> dict:
     topics: dict[str, list[dict]] = defaultdict(list)
     for batch in batches:
         topics[batch.tp[0]].append({"index": batch.tp[1], "records": batch.payload})
     return {
-        "transactional_id": None,
+        "transactional_id": transactional_id,
         "acks": acks,
         "timeout_ms": timeout_ms,
         "topic_data": [{"name": t, "partition_data": parts} for t, parts in topics.items()],

@@ -44,11 +44,13 @@ from broker.client.metadata import Cluster
 from broker.client.partitioner import StickyPartitioner, partition_for_key
 from broker.client.properties import producer_options_from_properties
 from broker.client.sender import ProducerSettings, ProducerState, Sender
+from broker.client.transactions import PreparedTransaction, Transactions, complete_transaction
+from broker.client.txn_state import TxnState, TxnStateError
 from broker.records import Compression
 from broker.records.compression import check_supported
 from broker.wire import ErrorCode
 
-__all__ = ["Producer", "Delivery", "BatchDelivery", "ArrowDeliveries", "parse_acks",
+__all__ = ["Producer", "Delivery", "BatchDelivery", "ArrowDeliveries", "PreparedTransaction", "parse_acks",
            "producer_options_from_properties"]
 
 _IDEMPOTENT_IN_FLIGHT_MAX = 5
@@ -108,9 +110,13 @@ class Producer:
         clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
         cluster: Cluster | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
     ) -> None:
         self._acks = parse_acks(acks)
         idempotent = self._acks == -1 if enable_idempotence is None else bool(enable_idempotence)
+        if transactional_id is not None and not idempotent:
+            raise ValueError("transactional_id requires idempotence (enable_idempotence and acks=all)")
         if idempotent and self._acks != -1:
             raise ValueError("enable_idempotence requires acks=all (-1); "
                              "pass enable_idempotence=False for acks 0 or 1")
@@ -136,7 +142,8 @@ class Producer:
         self._settings = ProducerSettings(
             acks=self._acks, idempotent=idempotent, compression=int(compression), retries=retries,
             delivery_timeout_ms=delivery_timeout_ms, request_bytes_max=request_bytes_max,
-            max_in_flight=max_in_flight_requests, config=self._cluster.config)
+            max_in_flight=max_in_flight_requests, config=self._cluster.config,
+            transactional_id=transactional_id)
         self._compression = compression
         # A batch must fit one request: a larger one would be refused whole, and retried until
         # delivery_timeout_ms (Java splits it after the broker's MESSAGE_TOO_LARGE; capping it
@@ -165,6 +172,8 @@ class Producer:
         self._sticky_current = self._sticky.current  # topic -> keyless records' partition
         self._record_bytes_max = min(request_bytes_max, buffer_bytes_max)
         self._closed = False
+        self._txn = None if transactional_id is None else \
+            Transactions(self, transactional_id, transaction_timeout_ms)
 
     # ------------------------------------------------------------------ properties
 
@@ -452,6 +461,57 @@ class Producer:
         deliveries.append(delivery)
         self._sender.help()
 
+    # ------------------------------------------------------------------ transactions
+    # (semantics, errors and the prepare/complete mode: ``broker.client.transactions``)
+
+    def init_transactions(self, timeout_ms: float | None = None) -> None:
+        """InitProducerId with ``transactional_id``: fences every older instance of it, and
+        waits until its open transaction (if any) is aborted."""
+        self._require_txn().init(self._max_block_ms if timeout_ms is None else timeout_ms)
+
+    def begin_transaction(self) -> None:
+        self._require_txn().begin()
+
+    def send_offsets_to_transaction(self, offsets: dict, group_metadata, timeout_ms: float | None = None) -> None:
+        """Commit ``offsets`` ({(topic, partition): offset or (offset, metadata)}) to the
+        consumer group with this transaction; ``group_metadata`` is ``Consumer.group_metadata()``
+        (KIP-447: the group coordinator fences a stale generation or member) or a group id."""
+        self._require_txn().send_offsets(offsets, group_metadata, timeout_ms)
+
+    def commit_transaction(self, timeout_ms: float | None = None) -> None:
+        self._require_txn().commit(timeout_ms)
+
+    def abort_transaction(self, timeout_ms: float | None = None) -> None:
+        self._require_txn().abort(timeout_ms)
+
+    def prepare_transaction(self, timeout_ms: float | None = None) -> PreparedTransaction:
+        """Flush the open transaction and return it, not ended (complete it later, from any
+        producer, with ``complete_transaction``)."""
+        return self._require_txn().prepare(timeout_ms)
+
+    def complete_transaction(self, prepared: PreparedTransaction, commit: bool,
+                             timeout_ms: float | None = None) -> None:
+        """EndTxn for a prepared transaction with its stored producer id and epoch; works on any
+        producer (transactional or not). Committing one already committed succeeds."""
+        if self._txn is not None and self._txn.state is TxnState.PREPARED \
+                and self._txn.transactional_id == prepared.transactional_id:
+            (self._txn.commit if commit else self._txn.abort)(timeout_ms)
+            return
+        complete_transaction(self._cluster, self._sender._io_lock, prepared, commit,
+                             self._max_block_ms if timeout_ms is None else timeout_ms)
+
+    @property
+    def transaction_state(self) -> str | None:
+        """Java's TransactionManager state name, None for a producer without transactional_id."""
+        return None if self._txn is None else self._txn.state.value
+
+    def _require_txn(self) -> Transactions:
+        if self._txn is None:
+            raise TxnStateError("this producer has no transactional_id")
+        if self._closed:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "the Producer is closed")
+        return self._txn
+
     # ------------------------------------------------------------------ flush and close
 
     def flush(self, timeout_ms: float | None = None) -> None:
@@ -582,6 +642,8 @@ class Producer:
         if self._closed:
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "send on a closed Producer")
         self._raise_fatal()
+        if self._txn is not None:
+            self._txn.check_send()
 
     def _check_record_size(self, size: int) -> None:
         if size + 61 > self._request_bytes_max:

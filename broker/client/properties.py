@@ -27,6 +27,8 @@ _PRODUCER_PROPERTIES = {
     "max.block.ms": ("max_block_ms", int),
     "max.in.flight.requests.per.connection": ("max_in_flight_requests", int),
     "client.id": ("client_id", str),
+    "transactional.id": ("transactional_id", str),
+    "transaction.timeout.ms": ("transaction_timeout_ms", int),
 }
 
 

@@ -90,6 +90,7 @@ class ProducerSettings:
     request_bytes_max: int
     max_in_flight: int
     config: ClientConfig
+    transactional_id: str | None = None  # set: batches join the open transaction (``transactions``)
 
 
 @dataclass
@@ -157,6 +158,13 @@ class Sender:
         self._producer_epoch = -1
         self._sequences: dict[tuple[str, int], int] = {}
         self._reset_pending = False
+        # Transactional producers only (``transactions.Transactions`` reads and resets these
+        # under the I/O lock): the partitions AddPartitionsToTxn added to the open transaction
+        # (a batch of any other partition waits until the I/O thread adds it, all pending ones
+        # in one request), and the first error that doomed the open transaction.
+        self.txn_added: set[tuple[str, int]] | None = set() if settings.transactional_id else None
+        self.txn_failure: KafkaError | None = None
+        self.txn_client = None  # a TxnCoordinatorClient, set by Transactions
         # connection -> (socket it went out on, batches) per request in flight, oldest first
         self._inflight: dict[object, deque[tuple[object, list[ProducerBatch]]]] = {}
         self._watched: dict[object, object] = {}  # connection -> socket registered in the selector
@@ -294,12 +302,15 @@ class Sender:
             if self._reset_pending and not self._inflight_total():
                 self._reset_producer_id()
             need_pid = (self._s.idempotent and self._producer_id < 0 and not self._acc.empty
-                        and now >= self._pid_retry_at)
-        self._needs_background = need_pid or bool(self._state.metadata_wanted)
+                        and now >= self._pid_retry_at and self.txn_added is None)
+            to_add = self._partitions_to_add(now)
+        self._needs_background = need_pid or bool(self._state.metadata_wanted) or bool(to_add)
         if need_pid:
             if not background:
                 return True
             self._init_producer_id()
+        if to_add and background:
+            self._add_partitions(to_add)
         # answers and broken connections first: they free slots, fix leaders
         if readable is None:
             self._receive_ready()
@@ -407,6 +418,45 @@ class Sender:
             self._sequences.clear()
             self._state.stats["producer_ids"] += 1
 
+    # ------------------------------------------------------------------ transactions
+
+    def set_producer(self, producer_id: int, producer_epoch: int) -> None:
+        """The id and epoch InitProducerId gave a transactional producer (I/O lock held)."""
+        with self._state.lock:
+            self._producer_id, self._producer_epoch = producer_id, producer_epoch
+            self._sequences.clear()
+            self._state.stats["producer_ids"] += 1
+
+    def _partitions_to_add(self, now: float) -> list[tuple[str, int]]:
+        """Partitions with queued batches that the open transaction does not hold yet (lock held)."""
+        if self.txn_added is None or self._producer_id < 0 or now < self._pid_retry_at:
+            return []
+        return [tp for tp in self._acc.partitions() if tp not in self.txn_added]
+
+    def _add_partitions(self, tps: list[tuple[str, int]]) -> None:
+        """AddPartitionsToTxn for every partition in ``tps`` at once, before their first batch
+        (Java's rule: a batch goes out only after its partition is in the transaction). A
+        retriable failure leaves the batches queued (their delivery timeout bounds it); a final
+        one fails them and dooms the transaction."""
+        deadline = self._clock.monotonic_ms() + self._s.config.request_timeout_ms
+        try:
+            self.txn_client.add_partitions(self._producer_id, self._producer_epoch, tps, deadline)
+        except KafkaError as exc:
+            with self._state.cond:
+                self._pid_retry_at = self._clock.monotonic_ms() + self._s.config.retry_backoff_ms
+                wanted = set(tps)
+                for batch in list(self._acc.batches()):
+                    if batch.tp in wanted and batch.state != IN_FLIGHT:
+                        if exc.retriable:
+                            batch.last_error = exc
+                        else:
+                            self._fail(batch, exc, reset=False)
+                self._state.cond.notify_all()
+            return
+        with self._state.lock:
+            self.txn_added.update(tps)
+            self._state.stats["txn_partitions_added"] += len(tps)
+
     def _reset_producer_id(self) -> None:
         """After a batch failed for good: restamp what was not written under a new id (lock held)."""
         self._reset_pending = False
@@ -484,6 +534,8 @@ class Sender:
             size = len(batch.payload) if batch.payload is not None else batch.size_bytes
             if chosen and total + size > self._s.request_bytes_max:
                 continue
+            if self.txn_added is not None and tp not in self.txn_added:
+                continue  # not in the transaction yet: the I/O thread's next turn adds it
             if self._s.idempotent and not batch.stamped:
                 batch.producer_id, batch.producer_epoch = self._producer_id, self._producer_epoch
                 batch.base_sequence = self._sequences.get(tp, 0)
@@ -515,7 +567,8 @@ class Sender:
     def _send(self, request: _Request) -> None:
         for batch in request.batches:
             self._encode(batch)
-        body = produce_request(request.batches, self._s.acks, self._s.config.request_timeout_ms)
+        body = produce_request(request.batches, self._s.acks, self._s.config.request_timeout_ms,
+                               self._s.transactional_id)
         conn = request.conn
         timeout = self._s.config.request_timeout_ms + _RESPONSE_MARGIN_MS
         try:
@@ -573,14 +626,14 @@ class Sender:
         """Encode an open batch's records, or stamp a pre-encoded one (outside the lock: the
         batch is in flight, so no user thread touches it)."""
         if batch.payload is None:
-            batch.payload = encode_records(batch, self._s.compression)
+            batch.payload = encode_records(batch, self._s.compression, self.txn_added is not None)
             with self._state.lock:
                 self._acc.resize(batch, len(batch.payload))
                 batch.keys, batch.values, batch.timestamps = [], [], []  # free the Python objects
                 batch.headers = {}
         elif self._s.idempotent:
             batch.payload = stamp_producer(batch.payload, batch.producer_id, batch.producer_epoch,
-                                           batch.base_sequence)
+                                           batch.base_sequence, self.txn_added is not None)
 
     # ------------------------------------------------------------------ waiting and answers
 
@@ -725,7 +778,12 @@ class Sender:
 
     def _fail(self, batch: ProducerBatch, error: KafkaError, reset: bool = True) -> None:
         self._acc.remove(batch)
-        if reset and self._s.idempotent and batch.stamped:
+        if self.txn_added is not None:
+            # A transactional batch that fails dooms the open transaction (it must be aborted;
+            # the abort's markers end its sequences' meaning), no new producer id here.
+            if self.txn_failure is None:
+                self.txn_failure = error
+        elif reset and self._s.idempotent and batch.stamped:
             self._reset_pending = True  # its sequences leave a gap: later batches need a new id
         batch.error = error
         batch.completed_ms = self._clock.monotonic_ms()

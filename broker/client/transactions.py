@@ -1,0 +1,254 @@
+"""The transactional producer (``Producer(transactional_id=...)``): Kafka's transaction API and a
+KIP-939-style "prepare here, complete later" mode, on top of the producer's I/O thread.
+
+Usage::
+
+    p = Producer(bootstrap, transactional_id="tx-1", transaction_timeout_ms=60_000)
+    p.init_transactions()                  # InitProducerId: fences older instances of "tx-1"
+    p.begin_transaction()
+    p.send("out", b"v")                    # the I/O thread adds "out"'s partition first
+    p.send_offsets_to_transaction({("in", 0): 42}, consumer.group_metadata())
+    p.commit_transaction()                 # flush, then EndTxn(commit)   (or abort_transaction())
+
+    prepared = p.prepare_transaction()     # flush, no EndTxn: a PreparedTransaction
+    ...                                    # store prepared.to_dict() durably; the process may die
+    any_producer.complete_transaction(PreparedTransaction.from_dict(d), commit=True)
+
+Semantics (Java's ``KafkaProducer``/``TransactionManager``; state machine in ``txn_state``):
+
+* ``init_transactions`` finds the coordinator (FindCoordinator key type 1) and sends
+  InitProducerId with the transactional id, retrying CONCURRENT_TRANSACTIONS (the previous
+  instance's open transaction is being aborted), COORDINATOR_LOAD_IN_PROGRESS and
+  NOT_COORDINATOR (after a new lookup).
+* ``send`` is legal only inside a transaction. Before a partition's first batch, the I/O thread
+  sends AddPartitionsToTxn for every partition that is new to the transaction at that moment
+  (one request); Produce requests carry the transactional id and batches the transactional bit.
+* ``commit_transaction`` flushes, then sends EndTxn(commit). A batch that failed (or a failed
+  AddPartitionsToTxn) makes it raise ``TransactionAbortableError``: abort and go on.
+  ``abort_transaction`` fails what was not sent yet, waits for what is in flight, then
+  EndTxn(abort). A timeout leaves the call resumable: calling it again continues it.
+* PRODUCER_FENCED / INVALID_PRODUCER_EPOCH anywhere raise ``ProducerFencedError``: fatal, another
+  instance took the transactional id; only ``close()`` is left.
+
+Prepare / complete (the Spark exactly-once sink): ``prepare_transaction`` flushes and returns
+the ``PreparedTransaction`` (transactional id, producer id and epoch, partitions) without ending
+it. ``complete_transaction(prepared, commit)`` on ANY producer (another process, after a restart)
+sends EndTxn with the stored producer id and epoch -- the protocol checks only those, which is
+what Flink's KafkaSink does to resume a transaction. Committing one already committed succeeds
+(the coordinator answers a repeated commit with NONE); aborting it then raises INVALID_TXN_STATE.
+Never call ``init_transactions`` with that transactional id before completing it: the epoch bump
+aborts the prepared transaction. And ``transaction_timeout_ms`` must exceed the longest time from
+the first send to ``complete_transaction`` (the coordinator aborts older ones and bumps the epoch;
+completing then raises ``ProducerFencedError``); the broker caps it at
+``transaction.max.timeout.ms`` (15 minutes by default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker.client.accumulator import IN_FLIGHT
+from broker.client.errors import DeliveryFailed, KafkaError, KafkaTimeoutError
+from broker.client.txn_requests import TxnCoordinatorClient
+from broker.client.txn_state import (
+    ProducerFencedError,
+    TransactionAbortableError,
+    TxnEvent,
+    TxnState,
+    fatal_or_abortable,
+    next_state,
+)
+from broker.wire import ErrorCode
+
+__all__ = ["PreparedTransaction", "Transactions", "complete_transaction"]
+
+_FENCED = (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
+
+
+@dataclass(frozen=True)
+class PreparedTransaction:
+    """A flushed, not yet ended transaction: all ``complete_transaction`` needs."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[tuple[str, int], ...]
+
+    def to_dict(self) -> dict:
+        return {"transactional_id": self.transactional_id, "producer_id": self.producer_id,
+                "producer_epoch": self.producer_epoch, "partitions": [list(tp) for tp in self.partitions]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PreparedTransaction":
+        return cls(str(d["transactional_id"]), int(d["producer_id"]), int(d["producer_epoch"]),
+                   tuple((str(t), int(p)) for t, p in d.get("partitions", ())))
+
+
+def complete_transaction(cluster, io_lock, prepared: PreparedTransaction, commit: bool, timeout_ms: float) -> None:
+    """EndTxn for ``prepared`` with its stored producer id and epoch (``io_lock`` guards ``cluster``)."""
+    client = TxnCoordinatorClient(cluster, prepared.transactional_id)
+    with io_lock:
+        client.end_txn(prepared.producer_id, prepared.producer_epoch, commit,
+                       cluster.clock.monotonic_ms() + timeout_ms)
+
+
+class Transactions:
+    """The transaction state of one ``Producer`` (called by its public methods)."""
+
+    def __init__(self, producer, transactional_id: str, transaction_timeout_ms: int) -> None:
+        if transaction_timeout_ms <= 0:
+            raise ValueError(f"transaction_timeout_ms must be positive, got {transaction_timeout_ms}")
+        self._producer = producer
+        self._sender = producer._sender
+        self._state_lock = producer._state.cond
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.client = TxnCoordinatorClient(producer._cluster, transactional_id)
+        self._sender.txn_client = self.client
+        self.state = TxnState.UNINITIALIZED
+        self._error: KafkaError | None = None  # what made the state ABORTABLE_ERROR or FATAL_ERROR
+
+    # ------------------------------------------------------------------ the calls
+
+    def init(self, timeout_ms: float) -> None:
+        self._move(TxnEvent.INIT)
+        pid, epoch = self._coordinated(lambda deadline: self.client.init_producer_id(
+            self.transaction_timeout_ms, deadline), timeout_ms)
+        with self._sender._io_lock:
+            self._sender.set_producer(pid, epoch)
+        self._move(TxnEvent.INIT_DONE)
+
+    def begin(self) -> None:
+        self._move(TxnEvent.BEGIN)
+        with self._state_lock:
+            self._sender.txn_added.clear()
+            self._sender.txn_failure = None
+
+    def check_send(self) -> None:
+        """Raise unless a record may join the transaction now (send, produce, send_arrow)."""
+        if self.state is TxnState.IN_TRANSACTION:
+            return
+        if self.state is TxnState.ABORTABLE_ERROR:
+            raise TransactionAbortableError(self._error.code, f"cannot send: the transaction must be "
+                                            f"aborted ({self._error})")
+        next_state(self.state, TxnEvent.SEND)  # raises TxnStateError naming the state
+
+    def send_offsets(self, offsets: dict, group_metadata, timeout_ms: float) -> None:
+        """AddOffsetsToTxn, then TxnOffsetCommit to the group coordinator (KIP-447 fields from
+        ``group_metadata``: a ``Consumer.group_metadata()`` dict, or a group id string)."""
+        group = {"group_id": group_metadata} if isinstance(group_metadata, str) else dict(group_metadata)
+        self._move(TxnEvent.SEND_OFFSETS)
+        pid, epoch = self._sender.producer_id, self._sender.producer_epoch
+        self._coordinated(lambda deadline: self.client.add_offsets(pid, epoch, group["group_id"], deadline),
+                          timeout_ms)
+        self._coordinated(lambda deadline: self.client.txn_offset_commit(pid, epoch, offsets, group, deadline),
+                          timeout_ms)
+
+    def commit(self, timeout_ms: float | None) -> None:
+        if self.state is TxnState.ABORTABLE_ERROR:
+            raise TransactionAbortableError(self._error.code, f"cannot commit: {self._error}")
+        self._move(TxnEvent.COMMIT)
+        self._flush_for_end(timeout_ms)
+        self._end(True, timeout_ms)
+
+    def abort(self, timeout_ms: float | None) -> None:
+        self._move(TxnEvent.ABORT)
+        self._drop_unsent(timeout_ms)
+        with self._state_lock:
+            failed = self._sender.txn_failure is not None
+        self._end(False, timeout_ms)
+        if failed:
+            # A batch that failed after its sequence was assigned left a gap the next
+            # transaction's batches would hit (OUT_OF_ORDER_SEQUENCE_NUMBER): a new epoch
+            # (InitProducerId again) starts every partition's sequence at 0, as Java's epoch bump.
+            pid, epoch = self._coordinated(lambda deadline: self.client.init_producer_id(
+                self.transaction_timeout_ms, deadline), timeout_ms)
+            with self._sender._io_lock:
+                self._sender.set_producer(pid, epoch)
+
+    def prepare(self, timeout_ms: float | None) -> PreparedTransaction:
+        self._move(TxnEvent.PREPARE)
+        self._flush_for_end(timeout_ms)
+        with self._state_lock:
+            partitions = tuple(sorted(self._sender.txn_added))
+        return PreparedTransaction(self.transactional_id, self._sender.producer_id,
+                                   self._sender.producer_epoch, partitions)
+
+    # ------------------------------------------------------------------ steps
+
+    def _flush_for_end(self, timeout_ms: float | None) -> None:
+        """Every record of the transaction written, or the transaction doomed (abortable)."""
+        try:
+            self._producer.flush(timeout_ms)
+        except DeliveryFailed as exc:
+            self._doom(exc.failures[0].error if exc.failures else exc)
+        except KafkaTimeoutError:
+            raise  # still COMMITTING: call again
+        with self._state_lock:
+            failure = self._sender.txn_failure
+        if failure is not None:
+            self._doom(failure)
+
+    def _drop_unsent(self, timeout_ms: float | None) -> None:
+        """Fail the batches not sent yet (they would only be aborted), wait for those in flight."""
+        producer, sender = self._producer, self._sender
+        error = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                           f"transaction of {self.transactional_id!r} aborted before the record was sent")
+        with self._state_lock:
+            for batch in list(producer._acc.batches()):
+                if batch.state != IN_FLIGHT and not batch.stamped:  # (a stamped one keeps its sequence)
+                    sender._fail(batch, error, reset=False)
+            producer._wait_serial(producer._acc.last_serial, timeout_ms, until=lambda: producer._acc.empty)
+            producer._state.unreported.clear()  # the aborted transaction's records: moot
+            producer._state.reported.clear()
+
+    def _end(self, commit: bool, timeout_ms: float | None) -> None:
+        pid, epoch = self._sender.producer_id, self._sender.producer_epoch
+        self._coordinated(lambda deadline: self.client.end_txn(pid, epoch, commit, deadline), timeout_ms)
+        with self._state_lock:
+            self._sender.txn_added.clear()
+            self._sender.txn_failure = None
+        self._error = None
+        self._move(TxnEvent.END_DONE)
+
+    def _coordinated(self, call, timeout_ms: float | None):
+        """``call(deadline_ms)`` under the I/O lock; a fence is fatal, an abortable error dooms
+        the transaction; both are raised."""
+        clock = self._producer._clock
+        deadline = clock.monotonic_ms() + (self._producer._max_block_ms if timeout_ms is None else timeout_ms)
+        try:
+            with self._sender._io_lock:
+                return call(deadline)
+        except ProducerFencedError as exc:
+            self._error = exc
+            self.state = next_state(self.state, TxnEvent.FATAL)
+            raise
+        except TransactionAbortableError as exc:
+            self._doom(exc)
+        except KafkaTimeoutError:
+            raise
+        except KafkaError as exc:
+            if not exc.retriable:
+                self._error = exc
+                self.state = next_state(self.state, TxnEvent.FATAL)
+            raise
+
+    def _doom(self, error: KafkaError) -> None:
+        """The open transaction can only be aborted (a fence: the producer is done)."""
+        code = getattr(error, "code", ErrorCode.UNKNOWN_SERVER_ERROR)
+        if code in _FENCED:
+            self._error = fatal_or_abortable(code, str(error))
+            self.state = next_state(self.state, TxnEvent.FATAL)
+            raise self._error from error
+        self._error = error if isinstance(error, TransactionAbortableError) else \
+            TransactionAbortableError(code, f"the transaction must be aborted: {error}")
+        try:
+            self.state = next_state(self.state, TxnEvent.ABORTABLE)
+        except KafkaError:  # outside a transaction (InitProducerId): nothing to abort
+            self.state = next_state(self.state, TxnEvent.FATAL)
+        raise self._error
+
+    def _move(self, event: TxnEvent) -> None:
+        if self.state is TxnState.FATAL_ERROR and self._error is not None:
+            raise self._error
+        self.state = next_state(self.state, event)
