@@ -147,7 +147,8 @@ def cpu_seconds(pid: int | None) -> float:
 def _spawn_pylog(directory: Path) -> subprocess.Popen:
     """The broker process ``LocalCluster`` started, again: same config file, same data."""
     with open(directory / "broker.log", "ab") as log_file:
-        return subprocess.Popen([sys.executable, "-m", "broker.server", "--config", str(directory / "server.properties")],
+        command = [sys.executable, "-m", "broker.server", "--config", str(directory / "server.properties")]
+        return subprocess.Popen(command,
                                 stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                 cwd=Path(__file__).resolve().parents[1], start_new_session=True)
 

@@ -126,7 +126,8 @@ def commits(args) -> int:
     latencies.sort()
     _emit(commits=count, elapsed_s=elapsed, commits_per_sec=count / elapsed,
           p50_ms=1000 * statistics.median(latencies), p99_ms=1000 * latencies[int(0.99 * (len(latencies) - 1))],
-          max_ms=1000 * latencies[-1], client_cpu_us_per_commit=1e6 * client_cpu_s / count, errors=len(errors), first_error=errors[0] if errors else None,
+          max_ms=1000 * latencies[-1], client_cpu_us_per_commit=1e6 * client_cpu_s / count, errors=len(errors),
+          first_error=errors[0] if errors else None,
           committed_wrong=wrong[:5])
     return 0
 

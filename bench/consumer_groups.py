@@ -28,11 +28,13 @@ issue, for pylog):
    (``subscribe``, auto-commit on), ``poll_arrow``, in the order assign, subscribe, subscribe,
    assign in each round (a drift of the load weighs on both); the rate is over the time from
    holding the partitions (assign: the first poll; subscribe: ``on_assign``) to the last record,
-   which holds the positioning and every fetch; the join itself is printed beside it.
+   which holds the positioning and every fetch; the join itself is printed beside it. The
+   consumer's CPU time per record (assign's / subscribe's) is the form the load does not move.
+   Each row also has the broker's and the client's CPU time where it says more than the clock.
 
 ``--rounds N`` repeats rows 1, 2 and 4 (alternating which system goes first) and reports
-medians; row 3 runs once per system. ``--quick`` is a smaller run (about a minute for pylog
-alone: ``--quick --systems pylog`` is the smoke test of tests/integration). The 1-minute load
+medians; row 3 runs once per system. ``--quick`` is a smaller run (20-50 s for pylog alone,
+AB instead of ABBA in row 4: ``--quick --systems pylog`` is the smoke test of tests/integration). The 1-minute load
 average is printed with each row: the numbers move with it on a shared machine.
 Output: the table, ``JSON`` lines, and ``results.json`` / ``table.md`` under ``--out``.
 """
@@ -76,10 +78,11 @@ class Sizes:
     partitions: int
     records: int           # consume: 100-byte records
     timeout_s: float       # per worker run
+    consume_runs: int      # consume: runs of each mode a round (2: ABBA order; 1: AB / BA)
 
 
-FULL = Sizes(200_000, 2_000, 10.0, 1_000, 1_000, 5_000_000, 300.0)
-QUICK = Sizes(10_000, 300, 2.0, 20, 100, 50_000, 60.0)
+FULL = Sizes(200_000, 2_000, 10.0, 1_000, 1_000, 5_000_000, 300.0, 2)
+QUICK = Sizes(10_000, 300, 2.0, 20, 100, 50_000, 60.0, 1)
 
 
 class Bench:
@@ -197,10 +200,10 @@ def consume_rows(bench: Bench, systems: GroupSystems) -> None:
 
     def run(system: str, number: int) -> dict:
         """assign, subscribe, subscribe, assign (or the mirror in odd rounds): a drift of the
-        machine's load during the round weighs on both modes alike."""
+        machine's load during the round weighs on both modes alike (``--quick``: the first two)."""
         bootstrap = systems.bootstrap(system)
         order = (("assign", "subscribe", "subscribe", "assign") if number % 2 == 0
-                 else ("subscribe", "assign", "assign", "subscribe"))
+                 else ("subscribe", "assign", "assign", "subscribe"))[:2 * s.consume_runs]
         runs: dict[str, list[dict]] = {"assign": [], "subscribe": []}
         for i, mode in enumerate(order):
             runs[mode].append(rows.consume(bootstrap, "consume", f"consume-{mode}-{number}-{i}", mode, s.records,
@@ -217,7 +220,8 @@ def consume_rows(bench: Bench, systems: GroupSystems) -> None:
     samples = bench.alternate("consume", run)
     load = tools.load_average()
     note = (f"{s.records:,} records of 100 bytes, 6 partitions, poll_arrow; from holding the partitions "
-            "(assign: first poll; subscribe: on_assign) to the last record, 2 runs of each mode a round")
+            f"(assign: first poll; subscribe: on_assign) to the last record, {s.consume_runs} run(s) of each mode "
+            "a round")
     bench.add("consume with assign()", "records/s", samples, lambda r: r["assign"]["rate"], note=note, load=load)
     bench.add("consume with subscribe()", "records/s", samples, lambda r: r["subscribe"]["rate"],
               note=note + "; one member, auto-commit on", load=load)
