@@ -141,3 +141,20 @@ def test_a_marker_waits_for_replication_like_acks_all(harness, tmp_path):
         assert partition.log.log_end_offset == 2  # appended, not yet replicated
     finally:
         h.close()
+
+
+def test_describe_producers_shows_the_open_transaction(harness):
+    harness.context.txn_verifier = AcceptingTxnVerifier()
+    produce(harness, {0: txn_batch(["a", "b"], epoch=3)})
+    request = {"topics": [{"name": "events", "partition_indexes": [0, 1, 2]}]}
+    response = run(harness.call(61, 0, request))
+    by_index = {p.partition_index: p for p in response.topics[0].partitions}
+    assert [p.error_code for p in by_index.values()] == [0, 0, ErrorCode.NOT_LEADER_OR_FOLLOWER]
+    (producer,) = by_index[0].active_producers
+    assert (producer.producer_id, producer.producer_epoch, producer.last_sequence,
+            producer.current_txn_start_offset, producer.coordinator_epoch) == (PID, 3, 1, 0, -1)
+    assert producer.last_timestamp == NOW_MS
+    markers(harness, True, epoch=3, coordinator_epoch=2)
+    (producer,) = run(harness.call(61, 0, request)).topics[0].partitions[0].active_producers
+    assert (producer.current_txn_start_offset, producer.coordinator_epoch) == (-1, 2)
+    assert by_index[1].active_producers == []

@@ -18,6 +18,7 @@ from broker.server.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_producers,
     describe_topic_partitions,
     describe_transactions,
     end_txn,
@@ -59,6 +60,7 @@ _MODULES: tuple[ModuleType, ...] = (
     # transactions (txn_common.forward to the transaction coordinator)
     add_partitions_to_txn, add_offsets_to_txn, end_txn, describe_transactions, list_transactions,
     write_txn_markers,  # partition leaders append the coordinator's markers
+    describe_producers,  # a partition leader's producers and open transactions (KIP-664)
 )
 
 HANDLERS: MappingProxyType[int, ModuleType] = MappingProxyType(

@@ -262,6 +262,7 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.WRITE_TXN_MARKERS: (1, 1),  # broker to broker; Kafka 4.1 serves v1 only (KIP-896)
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # as Kafka 4.1 (kafka-transactions describe-producers, find-hanging)
 })
 
 assert {int(key) for key in ApiKey} == set(API_SPECS), "ApiKey and API_SPECS disagree"
