@@ -296,9 +296,11 @@ class TxnCoordinatorService:
         self.stats.loaded[index] = self._led[index]
         self.stats.loads += 1
         self.stats.records_loaded += len(records)
-        logger.info("%s-%d: loaded %d records up to offset %d (coordinator epoch %d)", TOPIC, index,
-                    len(records), target, self._led[index])
-        self._apply(self.core.load_partition(index, records, self._now_ms()))
+        effects = self.core.load_partition(index, records, self._now_ms())
+        resumed = sum(isinstance(e, WriteMarkers) for e in effects)
+        logger.info("%s-%d: loaded %d records up to offset %d (coordinator epoch %d); %d prepared "
+                    "transactions resumed", TOPIC, index, len(records), target, self._led[index], resumed)
+        self._apply(effects)
 
     async def _read(self, partition, end_offset: int) -> list:
         records: list = []

@@ -36,13 +36,15 @@ def cluster_of(broker_cluster, n: int):
         "default.replication.factor": factor, "min.insync.replicas": str(min(n, 2))})
 
 
-def create_topics(bootstrap: str, names, partitions: int, replication: int = 1) -> None:
+def create_topics(bootstrap: str, names, partitions: int, replication: int = 1, assignment=None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + WAIT_S
     for name in names:
+        new = (NewTopic(name, len(assignment), replica_assignment=assignment) if assignment is not None
+               else NewTopic(name, partitions, replication))
         while True:
             try:
-                admin.create_topics([NewTopic(name, partitions, replication)])[name].result(30)
+                admin.create_topics([new])[name].result(30)
                 break
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.INVALID_REPLICATION_FACTOR or time.monotonic() > deadline:
@@ -77,9 +79,9 @@ def produce_all(producer: Producer, topics, partitions: int, tag: str, per_parti
 
 
 def read_all(bootstrap: str, topics, partitions: int, isolation: str = "read_committed",
-             quiet_s: float = 2.0) -> list[bytes]:
+             quiet_s: float = 2.0, expect: int = 0) -> list[bytes]:
     """Every record visible at ``isolation``, read from the start until the end offsets (at that
-    isolation) are reached and nothing new came for ``quiet_s``."""
+    isolation) are reached, at least ``expect`` records came, and nothing new for ``quiet_s``."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
                          "isolation.level": isolation, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "enable.partition.eof": True})
@@ -91,7 +93,8 @@ def read_all(bootstrap: str, topics, partitions: int, isolation: str = "read_com
         while time.monotonic() < deadline:
             message = consumer.poll(0.2)
             if message is None:
-                if len(eof) == len(assignment) and time.monotonic() - last_new > quiet_s:
+                if (len(eof) == len(assignment) and len(values) >= expect
+                        and time.monotonic() - last_new > quiet_s):
                     break
                 continue
             if message.error():
@@ -236,42 +239,54 @@ def test_an_open_transaction_is_aborted_by_its_timeout_and_the_lso_moves_on(brok
 
 
 def test_the_new_coordinator_finishes_a_commit_whose_broker_died(broker_cluster):
-    """3 brokers. The producer's coordinator is killed right after EndTxn(commit) was answered
-    (the PrepareCommit is replicated; markers may be missing): the broker that takes over its
-    ``__transaction_state`` partition resumes the commit and writes the markers."""
-    cluster = cluster_of(broker_cluster, 3)
-    topics = ["txn-fail-a", "txn-fail-b"]
-    create_topics(cluster.bootstrap, topics, 3, replication=3)
+    """3 brokers: C leads the producer's ``__transaction_state`` partition, F follows it (2
+    replicas), X holds none of it. The data partitions live on X and F (one replica each). X is
+    stopped (SIGSTOP) before EndTxn(commit): C writes PrepareCommit (replicated to F) and answers,
+    but cannot write X's markers; C is then killed (SIGKILL) and X resumed. F takes over the
+    partition, finds the transaction in PrepareCommit and writes the markers: every committed
+    record becomes visible under read_committed, and the id works again through F."""
+    cluster = broker_cluster(3, overrides={
+        **TXN_SETTINGS, "transaction.state.log.replication.factor": "2", "transaction.state.log.min.isr": "1",
+        "offsets.topic.replication.factor": "1"})
     producer = txn_producer(cluster.bootstrap, "tx-failover")
-    coordinator = find_txn_coordinator(cluster.bootstrap, "tx-failover")
+    coordinator, replicas = txn_partition(cluster.bootstrap, "tx-failover")
+    follower = next(b for b in replicas if b != coordinator)
+    outsider = next(b.broker_id for b in cluster.brokers if b.broker_id not in replicas)
+    topics = ["txn-fail-a", "txn-fail-b"]
+    create_topics(cluster.bootstrap, topics, 3, assignment=[[outsider], [follower], [outsider]])
     producer.begin_transaction()
     committed = produce_all(producer, topics, 3, "fo")
     producer.flush(WAIT_S)
-    producer.commit_transaction(WAIT_S)
-    cluster.broker(coordinator).kill(signal.SIGKILL)
+    stopped = cluster.broker(outsider)
+    stopped.kill(signal.SIGSTOP)
+    try:
+        started = time.perf_counter()
+        producer.commit_transaction(WAIT_S)  # answered once PrepareCommit is on C and F
+        assert time.perf_counter() - started < 3, "the commit waited for the stopped broker"
+        cluster.broker(coordinator).kill(signal.SIGKILL)
+    finally:
+        stopped.kill(signal.SIGCONT)
     bootstrap = ",".join(b.bootstrap for b in cluster.brokers if b.broker_id != coordinator)
-    seen = read_all(bootstrap, topics, 3)
-    assert sorted(seen) == sorted(committed)
-    # The transactional id keeps working with its new coordinator.
-    again = txn_producer(bootstrap, "tx-failover")
+    # Visible once F has taken over (after C's ZooKeeper session expired) and written the markers.
+    assert sorted(read_all(bootstrap, topics, 3, expect=len(committed))) == sorted(committed)
+    assert txn_partition(bootstrap, "tx-failover")[0] == follower
+    again = txn_producer(bootstrap, "tx-failover")  # CONCURRENT_TRANSACTIONS until the commit completed
     again.begin_transaction()
     more = produce_all(again, topics[:1], 3, "fo2", per_partition=1)
     again.commit_transaction(WAIT_S)
-    assert sorted(read_all(bootstrap, topics, 3)) == sorted(committed + more)
+    assert sorted(read_all(bootstrap, topics, 3, expect=len(committed + more))) == sorted(committed + more)
 
 
-def find_txn_coordinator(bootstrap: str, transactional_id: str) -> int:
-    from broker.client.connection import BrokerConnection
-    from broker.wire import ApiKey
-    host, port = bootstrap.split(",")[0].split(":")
-    with BrokerConnection(host, int(port)) as conn:
-        conn.connect()
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            response = conn.request(ApiKey.FIND_COORDINATOR, {
-                "key": transactional_id, "key_type": 1, "coordinator_keys": [transactional_id]}, api_version=4)
-            (found,) = response.coordinators
-            if found.error_code == 0:
-                return found.node_id
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+def txn_partition(bootstrap: str, transactional_id: str) -> tuple[int, list[int]]:
+    """(leader, replicas) of the id's ``__transaction_state`` partition, once it has a leader."""
+    from broker.coordinator.txn.core import partition_for
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    index = partition_for(transactional_id, int(TXN_SETTINGS["transaction.state.log.num.partitions"]))
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        topic = admin.list_topics("__transaction_state", timeout=10).topics["__transaction_state"]
+        partition = topic.partitions.get(index)
+        if partition is not None and partition.leader >= 0 and partition.error is None:
+            return partition.leader, list(partition.replicas)
+        assert time.monotonic() < deadline, "no coordinator"
+        time.sleep(0.1)
