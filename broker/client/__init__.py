@@ -39,6 +39,8 @@ from broker.client.group_state import CommitFailedError, FencedInstanceIdError, 
 from broker.client.metadata import BrokerInfo, Cluster, PartitionMetadata, TopicMetadata, parse_bootstrap_servers
 from broker.client.partitioner import murmur2
 from broker.client.producer import ArrowDeliveries, BatchDelivery, Delivery, Producer
+from broker.client.transactions import PreparedTransaction
+from broker.client.txn_state import ProducerFencedError, TransactionAbortableError, TxnStateError
 
 __all__ = [
     "AdminClient", "TopicDescription",
@@ -50,4 +52,5 @@ __all__ = [
     "Cluster", "BrokerInfo", "PartitionMetadata", "TopicMetadata", "parse_bootstrap_servers",
     "murmur2",
     "Producer", "Delivery", "BatchDelivery", "ArrowDeliveries",
+    "PreparedTransaction", "ProducerFencedError", "TransactionAbortableError", "TxnStateError",
 ]

@@ -107,6 +107,7 @@ class Transactions:
         self._sender.txn_client = self.client
         self.state = TxnState.UNINITIALIZED
         self._error: KafkaError | None = None  # what made the state ABORTABLE_ERROR or FATAL_ERROR
+        self._offsets_added = False  # AddOffsetsToTxn sent in the open transaction
 
     # ------------------------------------------------------------------ the calls
 
@@ -141,6 +142,7 @@ class Transactions:
         pid, epoch = self._sender.producer_id, self._sender.producer_epoch
         self._coordinated(lambda deadline: self.client.add_offsets(pid, epoch, group["group_id"], deadline),
                           timeout_ms)
+        self._offsets_added = True
         self._coordinated(lambda deadline: self.client.txn_offset_commit(pid, epoch, offsets, group, deadline),
                           timeout_ms)
 
@@ -203,8 +205,14 @@ class Transactions:
             producer._state.reported.clear()
 
     def _end(self, commit: bool, timeout_ms: float | None) -> None:
+        """EndTxn, unless the coordinator never heard of the transaction (no partition and no
+        offsets added: Java completes such a transaction locally; EndTxn would be INVALID_TXN_STATE)."""
         pid, epoch = self._sender.producer_id, self._sender.producer_epoch
-        self._coordinated(lambda deadline: self.client.end_txn(pid, epoch, commit, deadline), timeout_ms)
+        with self._state_lock:
+            started = bool(self._sender.txn_added) or self._offsets_added
+        if started:
+            self._coordinated(lambda deadline: self.client.end_txn(pid, epoch, commit, deadline), timeout_ms)
+        self._offsets_added = False
         with self._state_lock:
             self._sender.txn_added.clear()
             self._sender.txn_failure = None
@@ -237,11 +245,12 @@ class Transactions:
         """The open transaction can only be aborted (a fence: the producer is done)."""
         code = getattr(error, "code", ErrorCode.UNKNOWN_SERVER_ERROR)
         if code in _FENCED:
-            self._error = fatal_or_abortable(code, str(error))
+            self._error = fatal_or_abortable(code, getattr(error, "message", str(error)))
             self.state = next_state(self.state, TxnEvent.FATAL)
             raise self._error from error
         self._error = error if isinstance(error, TransactionAbortableError) else \
-            TransactionAbortableError(code, f"the transaction must be aborted: {error}")
+            TransactionAbortableError(code, "the transaction must be aborted: "
+                                      + getattr(error, "message", str(error)))
         try:
             self.state = next_state(self.state, TxnEvent.ABORTABLE)
         except KafkaError:  # outside a transaction (InitProducerId): nothing to abort
