@@ -179,6 +179,7 @@ class Partition:
         self.leader_term = 0
         self.min_insync_replicas = 1
         self._snapshot_changes = -1
+        self._txn_guards: dict[int, object] = {}  # producer id -> verification guard (KIP-890)
         self._limits_key: tuple | None = None
         self._limits: BatchLimits | None = None
 
@@ -265,6 +266,7 @@ class Partition:
     def _make_follower(self, replicas: tuple[int, ...], state: PartitionState, zk_version: int) -> None:
         if self.is_leader:
             self.leader_term += 1
+        self._txn_guards.clear()
         self._role = _Role(state.leader, state.leader_epoch, replicas, tuple(state.isr), zk_version,
                            state.controller_epoch)
         self.followers = {}
@@ -286,14 +288,17 @@ class Partition:
     # ---------------------------------------------------------------------------- append
 
     def append_as_leader(self, records: memoryview | None, required_acks: int,
-                         limits: BatchLimits, txn_verified: bool = False) -> AppendResult:
+                         limits: BatchLimits, txn_verified: bool = False,
+                         txn_guard: object | None = None) -> AppendResult:
         """Validate, check producer sequences, append, and move the high watermark. Operating
         errors come back as the result's error code; nothing is appended on any error.
 
         Produce v3+ carries exactly one record batch per partition (Kafka
         ``ProduceRequest.validateRecords``); anything else is INVALID_RECORD. A transactional
-        batch that would open a transaction here needs ``txn_verified`` (the coordinator said
-        the partition is in the producer's transaction, KIP-890), else INVALID_TXN_STATE."""
+        batch that would open a transaction here needs the coordinator's word that the partition
+        is in the producer's transaction (KIP-890), else INVALID_TXN_STATE: ``txn_guard`` from
+        ``start_txn_verification`` taken before asking, still current (no marker of that
+        producer came meanwhile), or ``txn_verified`` from a caller that knows."""
         assert self.is_leader, "the replica manager routes produce to leaders only"
         if required_acks == -1 and len(self.isr) < self.effective_min_isr:
             return AppendResult(ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -316,7 +321,7 @@ class Partition:
             return self._error(Rejected(ErrorCode.INVALID_RECORD,
                                         f"the baseOffset of the record batch in the append to {self.topic}-"
                                         f"{self.partition} should be 0, but it is {headers[0].base_offset}", -1))
-        refused = self._txn_refusal(headers[0], txn_verified)
+        refused = self._txn_refusal(headers[0], txn_verified, txn_guard)
         if refused is not None:
             return self._error(refused)
         bad_records = _check_records(records, limits,
@@ -345,7 +350,19 @@ class Partition:
     def needs_txn_verification(self, header: BatchHeader) -> bool:
         return txn.needs_verification(self.producer_state, header)
 
-    def _txn_refusal(self, header: BatchHeader, verified: bool) -> Rejected | None:
+    def start_txn_verification(self, producer_id: int) -> object:
+        """A guard for a verification about to be asked (Kafka ``VerificationGuard``): the
+        append it allows must come before any marker of ``producer_id``, which drops the guard.
+        Otherwise a produce verified just before its transaction ended would open a new
+        transaction no coordinator knows (a hanging transaction)."""
+        guard = self._txn_guards.get(producer_id)
+        if guard is None:
+            guard = self._txn_guards[producer_id] = object()
+        return guard
+
+    def _txn_refusal(self, header: BatchHeader, verified: bool, guard: object | None) -> Rejected | None:
+        if guard is not None and guard is self._txn_guards.get(header.producer_id):
+            verified = True
         if header.is_transactional and not verified and self.needs_txn_verification(header):
             return Rejected(ErrorCode.INVALID_TXN_STATE,
                             f"producer {header.producer_id} epoch {header.producer_epoch}: "
@@ -379,6 +396,7 @@ class Partition:
                                 error_message=str(exc))
         header = read_header(batch)._replace(base_offset=info.first_offset)
         txn.record_marker(self.log, self.producer_state, self.txn_index, header, info.first_offset, marker)
+        self._txn_guards.pop(producer_id, None)
         self._on_high_watermark(self.log_end_key)
         self._maybe_increment_high_watermark()
         return AppendResult(ErrorCode.NONE, info.first_offset, info.last_offset, -1,
@@ -422,6 +440,8 @@ class Partition:
             return self._error(Rejected(exc.kafka_error_code, str(exc), -1))
         assert info.batches == len(headers), "the log appends exactly the batches we checked"
         self.producer_state.record_append(headers, info.first_offset, self._now_ms())
+        if headers[0].is_transactional and self._txn_guards:
+            self._txn_guards.pop(headers[0].producer_id, None)  # the transaction is open now
         self._on_high_watermark(self.log_end_key)  # wakes follower long polls
         self._maybe_increment_high_watermark()
         return AppendResult(ErrorCode.NONE, info.first_offset, info.last_offset,

@@ -158,3 +158,24 @@ def test_describe_producers_shows_the_open_transaction(harness):
     (producer,) = run(harness.call(61, 0, request)).topics[0].partitions[0].active_producers
     assert (producer.current_txn_start_offset, producer.coordinator_epoch) == (-1, 2)
     assert by_index[1].active_producers == []
+
+
+class EndingVerifier:
+    """Says yes, but the transaction ends (its marker is written) while the answer travels."""
+
+    def __init__(self, harness) -> None:
+        self.harness = harness
+
+    async def verify(self, transactional_id, producer_id, producer_epoch, topic, partition):
+        self.harness.replicas.get(topic, partition).append_txn_marker(producer_id, producer_epoch, 0, False)
+        return ErrorCode.NONE
+
+
+def test_a_marker_during_verification_voids_it(harness):
+    """Kafka's VerificationGuard: a produce verified just before its transaction ended must not
+    open a transaction no coordinator knows (it would hold the LSO forever)."""
+    harness.context.txn_verifier = EndingVerifier(harness)
+    answer = produce(harness, {0: txn_batch(["late"])})[0]
+    assert answer.error_code == ErrorCode.INVALID_TXN_STATE
+    partition = harness.replicas.get("events", 0)
+    assert partition.producer_state.ongoing() == {} and partition.last_stable_offset == partition.high_watermark

@@ -72,7 +72,7 @@ async def handle(ctx: BrokerContext, header, request) -> ProduceResponse | None:
         for data in topic.partition_data:
             key = (topic.name, data.index)
             if key not in results:
-                results[key] = _append(ctx, topic.name, data, request.acks, key in verified)
+                results[key] = _append(ctx, topic.name, data, request.acks, verified.get(key))
     if request.acks == 0:
         return _no_response(results)
     if request.acks == -1:
@@ -89,10 +89,10 @@ def _no_response(results: dict) -> None:
     return None
 
 
-async def _verify_transactions(ctx: BrokerContext, request) -> tuple[dict, set]:
+async def _verify_transactions(ctx: BrokerContext, request) -> tuple[dict, dict]:
     """KIP-890 part 1: ask the coordinator about every partition where a transactional batch
     would open the producer's transaction. Returns (refused partitions with their result,
-    verified partitions)."""
+    verified partitions with the verification guard the append must present)."""
     asks = {}
     for topic in request.topic_data:
         for data in topic.partition_data:
@@ -101,23 +101,23 @@ async def _verify_transactions(ctx: BrokerContext, request) -> tuple[dict, set]:
             partition, _ = local_leader(ctx, topic.name, data.index)
             header = read_header(data.records)
             if partition is not None and partition.needs_txn_verification(header):
-                asks[(topic.name, data.index)] = header
+                asks[(topic.name, data.index)] = (header, partition.start_txn_verification(header.producer_id))
     if not asks:
-        return {}, set()
+        return {}, {}
     verifier = ctx.txn_verifier
     if verifier is None:
         errors = [ErrorCode.INVALID_TXN_STATE] * len(asks)
     else:
         errors = await asyncio.gather(*(
             verifier.verify(request.transactional_id, h.producer_id, h.producer_epoch, *key)
-            for key, h in asks.items()), return_exceptions=True)
-    refused, verified = {}, set()
+            for key, (h, _) in asks.items()), return_exceptions=True)
+    refused, verified = {}, {}
     for key, error in zip(asks, errors):
         if isinstance(error, BaseException):
             error = ErrorCode.NOT_ENOUGH_REPLICAS  # the coordinator could not be asked: retriable
         error = produce_error_for_verification(error)
         if error == ErrorCode.NONE:
-            verified.add(key)
+            verified[key] = asks[key][1]
         else:
             refused[key] = AppendResult(error, error_message=(
                 f"transactional produce to {key[0]}-{key[1]} not verified by the transaction "
@@ -125,7 +125,7 @@ async def _verify_transactions(ctx: BrokerContext, request) -> tuple[dict, set]:
     return refused, verified
 
 
-def _append(ctx: BrokerContext, topic: str, data, acks: int, txn_verified: bool = False) -> AppendResult:
+def _append(ctx: BrokerContext, topic: str, data, acks: int, txn_guard: object | None = None) -> AppendResult:
     partition, error = local_leader(ctx, topic, data.index)
     internal = is_internal(topic) and error != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if partition is None and not internal:
@@ -135,7 +135,7 @@ def _append(ctx: BrokerContext, topic: str, data, acks: int, txn_verified: bool 
         return AppendResult(refused[0], error_message=refused[1])
     if internal:  # only the coordinators write here, not through Produce
         return AppendResult(ErrorCode.INVALID_TOPIC_EXCEPTION)
-    return partition.append_as_leader(data.records, acks, ctx.replicas.settings.limits, txn_verified)
+    return partition.append_as_leader(data.records, acks, ctx.replicas.settings.limits, txn_guard=txn_guard)
 
 
 async def _wait_for_replication(ctx: BrokerContext, results: dict, timeout_ms: int) -> None:
