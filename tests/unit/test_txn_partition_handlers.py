@@ -179,3 +179,25 @@ def test_a_marker_during_verification_voids_it(harness):
     assert answer.error_code == ErrorCode.INVALID_TXN_STATE
     partition = harness.replicas.get("events", 0)
     assert partition.producer_state.ongoing() == {} and partition.last_stable_offset == partition.high_watermark
+
+
+def test_markers_on_consumer_offsets_tell_the_group_coordinator(tmp_path):
+    h = Harness(tmp_path / "groups", broker_id=1, brokers=(1,))
+    try:
+        h.add_topic("__consumer_offsets", {0: [1]})
+        told = []
+
+        class Groups:
+            def on_transaction_completed(self, *args):
+                told.append(args)
+
+        h.context.groups = Groups()
+        request = WriteTxnMarkersRequest.from_dict({"markers": [{
+            "producer_id": PID, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0,
+            "topics": [{"name": "__consumer_offsets", "partition_indexes": [0]}]}]})
+        response = run(write_txn_markers.handle(h.context, None, request))
+        assert response.markers[0].topics[0].partitions[0].error_code == ErrorCode.NONE
+        assert told == [("__consumer_offsets", 0, PID, 0, True)]
+        assert h.replicas.get("__consumer_offsets", 0).log.log_end_offset == 1
+    finally:
+        h.close()

@@ -16,12 +16,19 @@ leadership is NOT_LEADER_OR_FOLLOWER, a shrunk ISR NOT_ENOUGH_REPLICAS_AFTER_APP
 
 The marker sender of this broker's transaction coordinator calls ``handle`` in-process for
 partitions led here (``broker.server.txn_markers``); ``header`` is not used.
+
+Markers written to ``__consumer_offsets`` end transactional offset commits (TxnOffsetCommit,
+KIP-98/447): once replicated, the group coordinator is told through
+``ctx.groups.on_transaction_completed(topic, partition, producer_id, producer_epoch, committed)``
+when it has that method (Kafka's ``GroupCoordinator.onTransactionCompleted``), so its pending
+offsets become visible or are dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from broker.cluster.internal_topics import GROUP_METADATA_TOPIC_NAME
 from broker.replica.partition import AppendResult
 from broker.server.context import BrokerContext
 from broker.server.handlers.common import local_leader
@@ -49,7 +56,19 @@ async def handle(ctx: BrokerContext, header, request) -> WriteTxnMarkersResponse
     deadline = loop.time() + MARKER_REPLICATION_TIMEOUT_MS / 1000
     for written in results:  # one replication wait covers them all: the markers are appended
         await _wait_for_replication(ctx, written, max(0, int((deadline - loop.time()) * 1000)))
+    _complete_group_transactions(ctx, request, results)
     return _response(request, results)
+
+
+def _complete_group_transactions(ctx: BrokerContext, request, results: list[dict]) -> None:
+    complete = getattr(ctx.groups, "on_transaction_completed", None)
+    if complete is None:
+        return
+    for marker, written in zip(request.markers, results):
+        for (topic, index), result in written.items():
+            if topic == GROUP_METADATA_TOPIC_NAME and result.error_code == ErrorCode.NONE:
+                complete(topic, index, marker.producer_id, marker.producer_epoch,
+                         bool(marker.transaction_result))
 
 
 def _append_marker(ctx: BrokerContext, marker, topic: str, index: int) -> AppendResult:
