@@ -157,10 +157,15 @@ class TransactionIndex:
         is at or after ``fetch_offset`` and they began before the bound (Kafka
         ``LocalLog.collectAbortedTransactions``)."""
         found = []
-        for base in self._bases:
+        # a file holds the entries of markers at or after its base: earlier files cannot match
+        start = max(0, bisect.bisect_right(self._bases, fetch_offset) - 1)
+        for base in self._bases[start:]:
             for entry in self._entries[base]:
                 if entry.last_offset >= fetch_offset and entry.first_offset < upper_bound_offset:
                     found.append(entry)
+                if entry.last_stable_offset >= upper_bound_offset:
+                    # every transaction that began before the bound had ended when this one did
+                    return found
         return found
 
     def reconcile(self, segment_bases: Sequence[int], log_start_offset: int) -> None:

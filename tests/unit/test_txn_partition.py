@@ -259,3 +259,13 @@ def test_eviction_keeps_producers_with_open_transactions():
         state.record_batch(next(iter_batches(batch(["x"], pid, 0, 0)))[1], pid, 1 + pid)
     assert state.get(1) is not None and state.get(1).current_txn_first_offset == 0
     assert len(state) == 2 and state.ongoing() == {1: 0}
+
+
+def test_txnindex_collect_spans_segments_and_stops_at_a_stable_entry():
+    index = TransactionIndex(None)
+    index.append(0, AbortedTxn(1, 0, 40, 10))      # producer 2's transaction (10..) was open
+    index.append(100, AbortedTxn(2, 10, 120, 121))  # a long transaction, marker in a later segment
+    index.append(100, AbortedTxn(3, 150, 160, 161))
+    assert index.collect(50, 130) == [AbortedTxn(2, 10, 120, 121)]  # begun before 130, ended at 120
+    assert index.collect(0, 20) == [AbortedTxn(1, 0, 40, 10), AbortedTxn(2, 10, 120, 121)]
+    assert index.collect(121, 200) == [AbortedTxn(3, 150, 160, 161)]
