@@ -52,20 +52,22 @@ from broker.records import (
     BatchLimits,
     ControlRecord,
     ControlType,
-    encode_control_batch,
-    read_header,
-    KeylessRecordError,
     RecordsError,
-    batch_size_at,
+    encode_control_batch,
     iter_batches,
-    validate_batch,
+    read_header,
 )
-from broker.records.arrow import check_batches
-from broker.records.header import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, compute_crc
+from broker.replica.append_checks import (
+    BadBatch,
+    as_kafka_answers,
+    batch_headers,
+    check_records,
+    first_corrupt_batch,
+)
+from broker.replica import transactions as txn
 from broker.replica.leader_epoch import LeaderEpochCache
 from broker.replica.producer_recovery import load_producer_state, take_snapshot
 from broker.replica.producer_state import Duplicate, ProducerStateManager, Rejected
-from broker.replica import transactions as txn
 from broker.replica.timestamps import check_timestamps
 from broker.wire import ErrorCode
 
@@ -307,9 +309,9 @@ class Partition:
         limits = self._append_limits(limits)
         records = memoryview(b"") if records is None else records
         try:
-            headers = _batch_headers(records, limits)
-        except _BadBatch as bad:
-            return self._error(_as_kafka_answers(bad.error, records))
+            headers = batch_headers(records, limits)
+        except BadBatch as bad:
+            return self._error(as_kafka_answers(bad.error, records))
         if len(headers) != 1:
             return self._error(Rejected(ErrorCode.INVALID_RECORD,
                                         f"a produce request must carry exactly one record batch "
@@ -324,7 +326,7 @@ class Partition:
         refused = self._txn_refusal(headers[0], txn_verified, txn_guard)
         if refused is not None:
             return self._error(refused)
-        bad_records = _check_records(records, limits,
+        bad_records = check_records(records, limits,
                                      (self.topic, self.partition) if self.log.config.compact else None)
         if bad_records is not None:
             return self._error(bad_records)
@@ -334,7 +336,7 @@ class Partition:
         verdict = self.producer_state.check_append(headers)
         if not isinstance(verdict, (Rejected, Duplicate)):
             return self._append(records, headers, limits)
-        corrupt = _first_corrupt_batch(records, limits)
+        corrupt = first_corrupt_batch(records, limits)
         if corrupt is not None:  # CRC before sequences, as Kafka validates records first
             return self._error(corrupt.error)
         if verdict.error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER if isinstance(verdict, Rejected) else False:
@@ -414,8 +416,8 @@ class Partition:
                                               f"min.insync.replicas={self.effective_min_isr}")
         limits = self._append_limits(limits)
         try:
-            headers = _batch_headers(records, limits)
-        except _BadBatch as bad:
+            headers = batch_headers(records, limits)
+        except BadBatch as bad:
             return self._error(bad.error)
         assert len(headers) == 1 and headers[0].producer_id < 0 and not headers[0].is_control, \
             "a coordinator appends one plain batch of its own"
@@ -435,7 +437,7 @@ class Partition:
         try:
             info = self.log.append_as_leader(records, self.leader_epoch)
         except RecordsError as exc:
-            return self._error(_as_kafka_answers(Rejected(exc.kafka_error_code, str(exc), -1), records))
+            return self._error(as_kafka_answers(Rejected(exc.kafka_error_code, str(exc), -1), records))
         except LogError as exc:
             return self._error(Rejected(exc.kafka_error_code, str(exc), -1))
         assert info.batches == len(headers), "the log appends exactly the batches we checked"
@@ -679,87 +681,3 @@ class Partition:
         """After retention: a high watermark below the log start offset follows it up."""
         if self.high_watermark < self.log.log_start_offset:
             self.high_watermark = self.log.log_start_offset
-
-
-class _BadBatch(Exception):
-    def __init__(self, error: Rejected, index: int) -> None:
-        super().__init__(error.message)
-        self.error = error
-        self.index = index
-
-
-def _batch_headers(records: memoryview, limits: BatchLimits) -> list[BatchHeader]:
-    """The header of every batch, with every structural check but the CRC (the log's append
-    checks that): lengths, the size limit, magic, codec, counts. Raises ``_BadBatch``."""
-    headers: list[BatchHeader] = []
-    position = index = 0
-    while position < len(records):
-        try:
-            header = validate_batch(records, position, limits, check_crc=False)
-        except RecordsError as exc:
-            raise _BadBatch(Rejected(exc.kafka_error_code, str(exc), index), index) from None
-        headers.append(header)
-        position += header.size
-        index += 1
-    return headers
-
-
-def _check_records(records: memoryview, limits: BatchLimits,
-                   compacted: tuple[str, int] | None = None) -> Rejected | None:
-    """Kafka's ``LogValidator`` step: the CRC, then every record of the batch must decode
-    (compressed sections decompress within ``decompressed_bytes_max``, no record overruns its
-    batch, no control batch from a client). The CRC only proves the bytes are the producer's;
-    without this a batch of garbage with a valid CRC would be stored and fail every consumer.
-    ``compacted`` (the topic-partition of a compacted log): every record needs a key."""
-    try:
-        check_batches(records, limits=limits, check_crc=True, keys_required=compacted is not None)
-    except KeylessRecordError as exc:
-        return _keyless_rejected(exc, *compacted)
-    except RecordsError as exc:
-        return _as_kafka_answers(Rejected(exc.kafka_error_code, str(exc), -1), records)
-    return None
-
-
-def _as_kafka_answers(rejected: Rejected, records: memoryview) -> Rejected:
-    """Kafka checks a batch's size and CRC first (CORRUPT_MESSAGE); an uncompressed batch that
-    passes both but whose counts or records do not parse fails its ``LogValidator`` with
-    INVALID_RECORD, and neither carries record errors. A compressed one keeps CORRUPT_MESSAGE: the
-    usual cause is a section that does not decompress, where Kafka answers UNKNOWN_SERVER_ERROR
-    (named in tests/peer/test_peer_errors.py)."""
-    rejected = rejected._replace(batch_index=-1)
-    if rejected.error_code != ErrorCode.CORRUPT_MESSAGE or not _crc_holds(records):
-        return rejected
-    return rejected._replace(error_code=ErrorCode.INVALID_RECORD)
-
-
-def _crc_holds(records: memoryview) -> bool:
-    """The first batch is uncompressed and its stored CRC matches the bytes its length covers."""
-    size = batch_size_at(records, 0)
-    if not HEADER_SIZE <= size <= len(records) or records[ATTRIBUTES_OFFSET + 1] & 0x07:
-        return False
-    return compute_crc(records, 0, size) == int.from_bytes(records[CRC_OFFSET:CRC_OFFSET + 4], "big")
-
-
-def _keyless_rejected(exc: KeylessRecordError, topic: str, partition: int) -> Rejected:
-    """INVALID_RECORD with one KIP-467 record error per keyless record (its index in the batch)
-    and the messages Kafka gives (``LogValidator``, ``RecordValidationException``)."""
-    message = f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}"
-    errors = tuple((index, message) for _, index in exc.records)
-    shown = ", ".join(f"RecordError(batchIndex={index}, message='{text}')" for index, text in errors[:3])
-    summary = (f"One or more records have been rejected due to {len(errors)} record errors in total, "
-               f"and only showing the first three errors at most: [{shown}]")
-    return Rejected(ErrorCode.INVALID_RECORD, summary, errors[0][0], errors)
-
-
-def _first_corrupt_batch(records: memoryview, limits: BatchLimits) -> _BadBatch | None:
-    """The first batch failing the full check (CRC included), or None: the slow path, taken
-    only when something is already wrong, to report the most basic error first."""
-    position = index = 0
-    while position < len(records):
-        try:
-            header = validate_batch(records, position, limits, check_crc=True)
-        except RecordsError as exc:
-            return _BadBatch(Rejected(exc.kafka_error_code, str(exc), index), index)
-        position += header.size
-        index += 1
-    return None
