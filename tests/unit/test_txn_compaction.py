@@ -78,4 +78,14 @@ def test_aborted_records_go_markers_stay_and_the_open_transaction_is_not_cleaned
     assert (4, [("b", "committed")]) in data and (0, [("a", "1")]) in data  # "b"=1 superseded by 4
     assert (7, [("d", "open")]) in data and (8, [("a", "after-open")]) in data  # not cleaned
     assert markers == [(5, 7), (6, 8)]  # the abort marker stays until its delete horizon
+
+    # Past delete.retention.ms, with the open transaction committed and more data: the next pass
+    # drops the abort marker (no data of its transaction left); the commit marker stays with "b".
+    assert p.append_txn_marker(9, 0, 0, committed=True).error_code == 0                   # 9
+    assert append(keyed([("e", "1")])).error_code == 0                                     # 10
+    log.roll()
+    clock.now += COMPACT.delete_retention_ms + 1
+    assert asyncio.run(cleaner.clean(p)) == 11
+    markers = [(offset, pid) for offset, control, pid, _ in batches(log) if control]
+    assert markers == [(6, 8), (9, 9)]
     log.close()
