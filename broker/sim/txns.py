@@ -68,13 +68,14 @@ class TxnSimResult:
     aborted: int
     fenced_requests: int
     moves: int
+    timeout_aborts: int = 0
     faults: list = field(default_factory=list)
     trace: list = field(default_factory=list)
 
     def summary(self) -> str:
         text = (f"seed {self.seed}: {'ok' if self.ok else 'FAILED'}, {self.committed} commits and "
                 f"{self.aborted} aborts acknowledged, {self.fenced_requests} zombie requests refused, "
-                f"{self.moves} coordinator moves, {len(self.faults)} faults")
+                f"{self.moves} coordinator moves, {self.timeout_aborts} timeout aborts, {len(self.faults)} faults")
         if not self.ok:
             text += "\n  violations:\n    " + "\n    ".join(self.violations[:10])
             text += "\n  faults:\n    " + "\n    ".join(self.faults[-20:])
@@ -163,7 +164,9 @@ class _Coordinator:
 
     def tick(self) -> None:
         self.timer = None
-        self.apply(self.core.tick(self.sim.sched.now_ms))
+        effects = self.core.tick(self.sim.sched.now_ms)
+        self.sim.timeout_aborts += sum(1 for e in effects if isinstance(e, Append) and e.records[0][1] is not None)
+        self.apply(effects)
 
 
 class TxnSimulation:
@@ -193,6 +196,7 @@ class TxnSimulation:
         self.decided: dict[tuple, dict] = {}     # tag -> {committed: batches with that marker}
         self.acked: dict[tuple, bool] = {}       # tag -> the acknowledged decision
         self.fenced_requests = 0
+        self.timeout_aborts = 0  # PrepareAbort writes of timed-out transactions
         self.moves = 0
         self.coordinator = self._new_coordinator()
         self.sched.after(10, self.load, self.coordinator)
@@ -408,8 +412,8 @@ class TxnSimulation:
         self.finish()
         committed = sum(1 for c in self.acked.values() if c)
         return TxnSimResult(self.seed, not self.violations, self.violations, committed,
-                            len(self.acked) - committed, self.fenced_requests, self.moves, self.faults,
-                            self.trace)
+                            len(self.acked) - committed, self.fenced_requests, self.moves,
+                            self.timeout_aborts, self.faults, self.trace)
 
     def finish(self) -> None:
         for tag, count in self.batches.items():

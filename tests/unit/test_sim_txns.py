@@ -26,7 +26,7 @@ MUTANT_SEEDS = 40
 
 def test_many_seeds_keep_every_invariant():
     started = time.monotonic()
-    failures, seeds, committed, aborted, zombies, moves = [], 0, 0, 0, 0, 0
+    failures, seeds, committed, aborted, zombies, moves, timeouts = [], 0, 0, 0, 0, 0, 0
     seed = FIRST_SEED
     while seeds < MIN_SEEDS or time.monotonic() - started < BUDGET_S:
         result = run_txn_simulation(seed)
@@ -35,13 +35,14 @@ def test_many_seeds_keep_every_invariant():
         aborted += result.aborted
         zombies += result.fenced_requests
         moves += result.moves
+        timeouts += result.timeout_aborts
         if not result.ok:
             failures.append(result.summary())
         seed += 1
     assert not failures, f"{len(failures)} of {seeds} seeds failed:\n" + "\n".join(failures[:5])
     # the faults happened: the seeds exercised what the invariants are about
     assert committed > 100 * seeds and aborted > 10 * seeds
-    assert zombies > seeds and moves > 2 * seeds
+    assert zombies > seeds // 2 and moves > seeds and timeouts > seeds // 4
 
 
 def _first_failure(match: str) -> str:
