@@ -34,6 +34,10 @@ def _build_parser() -> argparse.ArgumentParser:
     add_perf_parser(sub)
     add_groups_parser(sub)
 
+    from broker.tools.transactions import add_transactions_parser
+
+    add_transactions_parser(sub)
+
     from broker.tools.kafka_peer import add_peer_parser
 
     add_peer_parser(sub)
@@ -77,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
             from broker.tools.groups import run_groups
 
             return run_groups(args, sys.stdout, sys.stderr)
+        if args.command == "transactions":
+            from broker.tools.transactions import run_transactions
+
+            return run_transactions(args, sys.stdout, sys.stderr)
         if args.command == "perf":
             from broker.tools.perf import run_perf
 

@@ -202,6 +202,21 @@ class Cluster:
             raise
         return conn
 
+    def request_connection(self, node_id: int) -> BrokerConnection:
+        """A connected connection to broker ``node_id`` for one blocking ``request``: the spare
+        one while the main one carries pipelined requests (a producer's Produce requests, when
+        its transaction coordinator is also a partition leader)."""
+        conn = self.connection(node_id)
+        if not conn.in_flight_count:
+            return conn
+        spare = self._spare_connection_to(conn.host, conn.port, node_id)
+        try:
+            spare.connect()
+        except KafkaError:
+            self.invalidate()
+            raise
+        return spare
+
     def any_connection(self) -> BrokerConnection:
         """A connected connection to any reachable broker (open ones first, then known brokers,
         then bootstrap servers), or ``KafkaConnectionError`` listing what was tried."""

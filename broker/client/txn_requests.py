@@ -146,4 +146,4 @@ class TxnCoordinatorClient:
             remaining_ms = max(deadline_ms - self.cluster.clock.monotonic_ms(), 1)
             node = find_coordinator(self.cluster, key[1], key[0], timeout_ms=remaining_ms).node_id
             self._coordinators[key] = node
-        return self.cluster.connection(node)
+        return self.cluster.request_connection(node)
