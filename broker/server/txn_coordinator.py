@@ -370,6 +370,9 @@ class TxnCoordinatorService:
                 await self._timer()
             finally:
                 self._group = None
+                close = getattr(self._remote_verify, "close", None)
+                if close is not None:
+                    await close()  # the verifier's connections to other coordinators
 
     def close(self) -> None:
         """Broker shutdown: unload every partition so parked requests are answered now."""
