@@ -36,7 +36,7 @@ def txn_producer(peer, transactional_id: str | None = None, **options) -> Produc
     wait_for_txn_coordinator(peer, transactional_id)
     producer = Producer(peer.bootstrap, transactional_id=transactional_id,
                         transaction_timeout_ms=options.pop("transaction_timeout_ms", TRANSACTION_TIMEOUT_MS),
-                        linger_ms=5, **options)
+                        **{"linger_ms": 5, **options})
     producer.init_transactions(DEADLINE_MS)
     return producer
 
@@ -275,3 +275,25 @@ def test_abortable_error_then_abort_goes_on(kafka_peer):
         finally:
             consumer.close()
     assert read_all(kafka_peer, topic, 1, "read_committed", 1) == [b"fine"]
+
+
+def test_partitions_added_while_produce_requests_are_in_flight(txn_peer):
+    """linger 0 and many batches to partition 0 keep Produce requests pipelined to the leader,
+    which is also the transaction coordinator; new partitions join meanwhile (AddPartitionsToTxn
+    goes on a connection of its own) and Arrow batches are stamped transactional. Everything
+    commits; nothing is lost or duplicated."""
+    import pyarrow as pa
+
+    topic = txn_peer.create_topic(unique_topic("txn-pipelined"), partitions=3)
+    with txn_producer(txn_peer, linger_ms=0, batch_bytes_max=4096) as producer:
+        producer.begin_transaction()
+        values = []
+        for i in range(3000):
+            value = b"r%05d" % i + b"." * 500
+            producer.send(topic, value, partition=0 if i < 1500 else i % 3)
+            values.append(value)
+        table = pa.table({"value": [b"arrow-%d" % i for i in range(100)]})
+        producer.send_arrow(topic, table, partition=2)
+        values += [b"arrow-%d" % i for i in range(100)]
+        producer.commit_transaction(DEADLINE_MS)
+    assert read_all(txn_peer, topic, 3, "read_committed", len(values)) == sorted(values)

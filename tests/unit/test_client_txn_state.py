@@ -122,3 +122,20 @@ def test_prepared_transaction_round_trips_as_a_dict():
     import json
 
     assert PreparedTransaction.from_dict(json.loads(json.dumps(prepared.to_dict()))) == prepared
+
+
+def test_stamp_producer_sets_the_transactional_bit_and_a_valid_crc():
+    """A pre-encoded (Arrow) batch joins a transaction: producer fields, the transactional
+    attribute bit and a CRC that still verifies; the payload is reused when nothing changes."""
+    from broker.client.produce_request import produce_request, stamp_producer
+    from broker.records import Record, decode_batch, encode_batch
+
+    plain = encode_batch([Record(0, 1_000, b"k", b"v", ())], base_offset=0)
+    stamped = stamp_producer(plain, 77, 3, 10, transactional=True)
+    batch = decode_batch(bytes(stamped))  # checks the CRC
+    assert batch.header.is_transactional
+    assert (batch.header.producer_id, batch.header.producer_epoch, batch.header.base_sequence) == (77, 3, 10)
+    assert stamp_producer(stamped, 77, 3, 10, transactional=True) is stamped
+    idempotent = decode_batch(bytes(stamp_producer(plain, 77, 3, 10)))
+    assert not idempotent.header.is_transactional
+    assert produce_request([], -1, 1000, "tx-1")["transactional_id"] == "tx-1"
