@@ -77,15 +77,28 @@ def test_aborted_records_go_markers_stay_and_the_open_transaction_is_not_cleaned
     assert (2, []) in data and all(v != "aborted" for _, records in data for _, v in records)
     assert (4, [("b", "committed")]) in data and (0, [("a", "1")]) in data  # "b"=1 superseded by 4
     assert (7, [("d", "open")]) in data and (8, [("a", "after-open")]) in data  # not cleaned
-    assert markers == [(5, 7), (6, 8)]  # the abort marker stays until its delete horizon
+    # the abort marker stays: producer 7's emptied batch would reopen its transaction on replay
+    assert markers == [(5, 7), (6, 8)]
 
-    # Past delete.retention.ms, with the open transaction committed and more data: the next pass
-    # drops the abort marker (no data of its transaction left); the commit marker stays with "b".
+    # Past delete.retention.ms, with the open transaction committed, producer 7 writing again
+    # (its emptied aborted batch is no longer its last, and its next transaction's marker closes
+    # it on replay) and more data: the abort marker goes like a tombstone, in two passes; the
+    # commit markers stay with their data.
     assert p.append_txn_marker(9, 0, 0, committed=True).error_code == 0                   # 9
-    assert append(keyed([("e", "1")])).error_code == 0                                     # 10
+    assert append(keyed([("f", "7-again")], 7, 0, 2, True), txn_verified=True).error_code == 0     # 10
+    assert p.append_txn_marker(7, 0, 0, committed=True).error_code == 0                   # 11
+    assert append(keyed([("e", "1")])).error_code == 0                                     # 12
     log.roll()
     clock.now += COMPACT.delete_retention_ms + 1
-    assert asyncio.run(cleaner.clean(p)) == 11
-    markers = [(offset, pid) for offset, control, pid, _ in batches(log) if control]
-    assert markers == [(6, 8), (9, 9)]
+    assert asyncio.run(cleaner.clean(p)) == 13
+    after = batches(log)
+    assert (2, False, 7, []) in after  # emptied in the first pass (an empty batch stays as it is)
+    # the marker is now stamped with its delete horizon (a tombstone's two steps) ...
+    assert [(offset, pid) for offset, control, pid, _ in after if control] == [(5, 7), (6, 8), (9, 9), (11, 7)]
+    assert append(keyed([("g", "1")])).error_code == 0                                     # 13
+    log.roll()
+    clock.now += COMPACT.delete_retention_ms + 1
+    assert asyncio.run(cleaner.clean(p)) == 14
+    # ... and dropped by the next pass past it
+    assert [(offset, pid) for offset, control, pid, _ in batches(log) if control] == [(6, 8), (9, 9), (11, 7)]
     log.close()

@@ -21,8 +21,10 @@ The rules (Kafka's ``LogCleaner``; ``../shared/reference/coordinators.md`` secti
    horizon of now + ``delete.retention.ms`` (KIP-534); a later pass at or past the horizon drops it.
 3. Records of an aborted transaction are dropped. A transaction is aborted for a producer from the
    first offset the aborted-transaction index gives until that producer's next control batch.
-4. A control batch (commit or abort marker) stays while any record of its transaction survives;
-   once none does, it is treated like a tombstone: stamped, then dropped past its horizon.
+4. A control batch (commit or abort marker) stays while any record of its transaction survives,
+   or an EMPTY batch of it (rule 5: replaying that batch on recovery opens the transaction, which
+   only the marker closes); once none does, it is treated like a tombstone: stamped, then dropped
+   past its horizon.
 5. The last batch of each producer (``producer_last_offsets``) is never dropped: if all its
    records go, it becomes ``EMPTY``.
 
@@ -219,6 +221,8 @@ class RetentionPass:
         if keep.any():
             return BatchDecision(REWRITE, keep, horizon)
         if self._is_producer_last(batch):
+            if batch.is_transactional:  # the empty batch still opens a transaction on replay:
+                self._txn_retained[batch.producer_id] = True  # its marker must stay (rule 4)
             return BatchDecision(EMPTY, None, batch.delete_horizon_ms)
         return _DROP
 
