@@ -176,7 +176,7 @@ def test_supported_versions_match_the_full_profile():
         8: (2, 9), 9: (1, 9), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 5),
         42: (0, 2), 47: (0, 0),
         # transactions (issue 15; see test_server_txn_handlers.py for the differences from Kafka 4.1)
-        24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (1, 1), 65: (0, 0), 66: (0, 1),
+        24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (1, 1), 61: (0, 0), 65: (0, 0), 66: (0, 1),
     }
 
 
