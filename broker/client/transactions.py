@@ -155,9 +155,9 @@ class Transactions:
 
     def abort(self, timeout_ms: float | None) -> None:
         self._move(TxnEvent.ABORT)
-        self._drop_unsent(timeout_ms)
         with self._state_lock:
-            failed = self._sender.txn_failure is not None
+            failed = self._sender.txn_failure is not None  # (not the batches dropped below: unstamped)
+        self._drop_unsent(timeout_ms)
         self._end(False, timeout_ms)
         if failed:
             # A batch that failed after its sequence was assigned left a gap the next

@@ -109,10 +109,13 @@ def test_out_of_order_calls_are_refused(txn_peer):
     plain.close()
 
 
-def test_a_second_instance_fences_the_first(txn_peer):
+@pytest.mark.parametrize("zombie_partition", [1, 0], ids=["new-partition", "added-partition"])
+def test_a_second_instance_fences_the_first(txn_peer, zombie_partition):
     """init_transactions of a second instance bumps the epoch and aborts the first's open
     transaction; the first then fails with ProducerFencedError (fatal: every later call raises
-    it too) and none of its records is ever visible to read_committed."""
+    it too) and none of its records is ever visible to read_committed. The zombie's next record
+    goes to a new partition (AddPartitionsToTxn is fenced) or to one already in its transaction
+    (its Produce is fenced)."""
     topic = txn_peer.create_topic(unique_topic("txn-fence"), partitions=2)
     transactional_id = unique_txn_id("fence")
     first = txn_producer(txn_peer, transactional_id)
@@ -122,7 +125,7 @@ def test_a_second_instance_fences_the_first(txn_peer):
     second = txn_producer(txn_peer, transactional_id)
     assert second.producer_id == first.producer_id and second.producer_epoch > first.producer_epoch
     with pytest.raises(ProducerFencedError) as info:
-        first.send(topic, b"zombie-1", partition=1)  # a new partition: AddPartitionsToTxn is fenced
+        first.send(topic, b"zombie-1", partition=zombie_partition)
         first.commit_transaction(DEADLINE_MS)
     assert info.value.code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
     assert first.transaction_state == "FatalError"
