@@ -300,3 +300,28 @@ def test_partitions_added_while_produce_requests_are_in_flight(txn_peer):
         values += [b"arrow-%d" % i for i in range(100)]
         producer.commit_transaction(DEADLINE_MS)
     assert read_all(txn_peer, topic, 3, "read_committed", len(values)) == sorted(values)
+
+
+def test_prepared_transaction_past_its_timeout_cannot_commit(txn_peer):
+    """Why transaction_timeout_ms must outlast prepare -> complete: the coordinator aborts a
+    transaction open longer (both peers check every second here) and bumps the epoch, so the
+    stored epoch is fenced: complete_transaction(commit) raises ProducerFencedError and nothing
+    of it is ever visible."""
+    from broker.client.admin import AdminClient
+    from broker.client.txn_admin import TxnAdmin
+
+    topic = txn_peer.create_topic(unique_topic("txn-prepared-timeout"), partitions=1)
+    with txn_producer(txn_peer, transaction_timeout_ms=2_000) as producer:
+        producer.begin_transaction()
+        producer.send(topic, b"too-late", partition=0)
+        prepared = producer.prepare_transaction(DEADLINE_MS)
+        tid = prepared.transactional_id
+        with AdminClient(txn_peer.bootstrap) as admin:
+            txn = TxnAdmin(admin.cluster)
+            deadline = time.monotonic() + DEADLINE_S
+            while (state := txn.describe_transaction(tid).state) != "CompleteAbort":
+                assert time.monotonic() < deadline, f"still {state} after {DEADLINE_S} s"
+                time.sleep(0.1)
+        with Producer(txn_peer.bootstrap) as driver, pytest.raises(ProducerFencedError):
+            driver.complete_transaction(prepared, commit=True, timeout_ms=DEADLINE_MS)
+    assert read_all(txn_peer, topic, 1, "read_committed", 0) == []
