@@ -13,8 +13,11 @@ Per partition, the answer decides:
 
 - NONE: written.
 - TRANSACTION_COORDINATOR_FENCED (a newer coordinator epoch has written to the partition's
-  producer state): this coordinator lost the transaction; the whole job is dropped and the core
-  is not told (its partition was or will be unloaded; the new coordinator sends the markers).
+  producer state) or INVALID_PRODUCER_EPOCH (the producer has a newer epoch there): this
+  coordinator lost the transaction; the whole job is dropped and the core is not told (its
+  partition was or will be unloaded; the new owner sends the markers), as Kafka aborts sending.
+- UNSUPPORTED_FOR_MESSAGE_FORMAT / UNSUPPORTED_VERSION: written (Kafka's rule for leaders whose
+  message format cannot hold markers).
 - anything else (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS, a
   connection failure, a leader missing from the metadata): retried after a backoff that doubles
   from ``backoff_ms`` up to ``backoff_max_ms``, re-resolving the leader from the metadata (a
@@ -38,6 +41,12 @@ from broker.wire import ErrorCode
 __all__ = ["MarkerSender", "MarkerJob", "WRITE_TXN_MARKERS_KEY", "WRITE_TXN_MARKERS_VERSION"]
 
 logger = logging.getLogger(__name__)
+
+# Kafka's TransactionMarkerRequestCompletionHandler: these answers end the job unreported (the
+# transaction belongs to a newer coordinator or producer epoch, which completes it) ...
+_ABORT_SENDING = frozenset({ErrorCode.TRANSACTION_COORDINATOR_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH})
+# ... and a leader that cannot take markers at all (a message format before v2) counts as written.
+_WRITTEN_ANYWAY = frozenset({ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION})
 
 WRITE_TXN_MARKERS_KEY = 27
 WRITE_TXN_MARKERS_VERSION = 1  # Kafka 4 serves v1 only (KIP-896 removed v0)
@@ -216,10 +225,13 @@ class MarkerSender:
                 error = errors.get((job.producer_id, *key), ErrorCode.REQUEST_TIMED_OUT)
                 if error == ErrorCode.NONE:
                     job.remaining.discard(key)
-                elif error == ErrorCode.TRANSACTION_COORDINATOR_FENCED:
-                    logger.warning("markers of producer %d (coordinator epoch %d) fenced at %s-%d; "
-                                   "a newer coordinator completes them", job.producer_id,
-                                   job.coordinator_epoch, *key)
+                elif error in _WRITTEN_ANYWAY:
+                    job.remaining.discard(key)
+                elif error in _ABORT_SENDING:
+                    logger.warning("markers of producer %d (epoch %d, coordinator epoch %d) refused at %s-%d "
+                                   "with %s; a newer coordinator or producer epoch owns the transaction",
+                                   job.producer_id, job.producer_epoch, job.coordinator_epoch, *key,
+                                   ErrorCode(error).name)
                     job.dropped = True
                     self._jobs.pop(job.marker_id, None)
                     break

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+import pytest
+
 from broker.cluster.layout import BrokerRegistration, EndPoint, PartitionState
 from broker.coordinator.txn.core import Append, AllocateProducerId, Reply, WriteMarkers, partition_for
 from broker.log import LogConfig, LogManager
@@ -357,10 +359,11 @@ def test_markers_retry_until_written_following_a_new_leader_and_skip_deleted_top
     run_sender(sender, body)
 
 
-def test_a_fenced_marker_job_is_dropped_and_never_reported_written():
+@pytest.mark.parametrize("refusal", [ErrorCode.TRANSACTION_COORDINATOR_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH])
+def test_a_fenced_marker_job_is_dropped_and_never_reported_written(refusal):
     box = [_snapshot({"a": [1, 2]})]
     leaders, written = Leaders(), []
-    leaders.answers[(2, "a", 1)] = [ErrorCode.TRANSACTION_COORDINATOR_FENCED]
+    leaders.answers[(2, "a", 1)] = [refusal]
     sender = sender_world(box, leaders, written)
 
     async def body():
@@ -369,6 +372,23 @@ def test_a_fenced_marker_job_is_dropped_and_never_reported_written():
         await until(lambda: written == [6] and sender.pending() == 0)
         await asyncio.sleep(0.05)
         assert written == [6]
+        assert sum(1 for _, keys in leaders.requests if (9, "a", 1) in keys) == 1, "not retried"
+
+    run_sender(sender, body)
+
+
+def test_a_leader_that_cannot_hold_markers_counts_as_written():
+    box = [_snapshot({"a": [2, 2]})]
+    leaders, written = Leaders(), []
+    leaders.answers[(2, "a", 0)] = [ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT]
+    leaders.answers[(2, "a", 1)] = [ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NONE]
+    sender = sender_world(box, leaders, written)
+
+    async def body():
+        sender.submit(MarkerJob(8, 9, 1, True, 2), [("a", 0), ("a", 1)])
+        await until(lambda: written)
+        assert written == [8]
+        assert leaders.requests == [(2, [(9, "a", 0), (9, "a", 1)]), (2, [(9, "a", 1)])]
 
     run_sender(sender, body)
 
