@@ -6,7 +6,8 @@ the coordinator, KIP-890 part 1) and markers (refusing a marker of an older coor
 producer epoch, as a partition leader does), and faults: producers that crash and restart (a new
 InitProducerId), zombies (an instance paused while a new one takes over, which then goes on with
 its old epoch), stalls longer than the transaction timeout, EndTxn requests held by the network,
-appends that fail, producer id allocations that fail, and coordinator moves (the old core unloads,
+appends that fail (some with NOT_LEADER_OR_FOLLOWER, then the partition moves), producer id
+allocations that fail, and coordinator moves (the old core unloads,
 its unacknowledged appends may or may not have reached the log, its markers in flight may still
 land, a new core loads the log after a delay).
 
@@ -313,12 +314,18 @@ class TxnSimulation:
     def land_append(self, coordinator: _Coordinator, append: Append) -> None:
         if coordinator.pending.pop(append.write_id, None) is None or coordinator is not self.coordinator:
             return  # decided at the unload
-        error = 0
+        error, lost_leadership = 0, False
         if self.rng.random() < self.settings.write_fail_probability:
-            error = self.rng.choice(APPEND_FAILURES)
+            # NOT_LEADER_OR_FOLLOWER: the partition moved (the core answers NOT_COORDINATOR and
+            # leaves the transaction to the next coordinator), then the move itself
+            lost_leadership = self.rng.random() < 0.2 and self.sched.now_ms < self.settings.duration_ms
+            error = 6 if lost_leadership else self.rng.choice(APPEND_FAILURES)
         else:
             self.log.extend(append.records)
         coordinator.apply(coordinator.core.write_done(append.write_id, error, self.sched.now_ms))
+        if lost_leadership:
+            self.faults.append(f"t={self.sched.now_ms}: append refused (NOT_LEADER_OR_FOLLOWER), coordinator move")
+            self.move()
 
     def allocate(self, coordinator: _Coordinator, request_id: int) -> None:
         if coordinator.unloaded:
