@@ -1,10 +1,10 @@
-"""Transactions against real ZooKeeper and pylog broker processes, driven by confluent-kafka's
+X
 transactional producer (librdkafka) and read_committed consumers: a committed transaction over 2
 topics and 6 partitions is read whole, an aborted one never; a producer killed mid-transaction
 has its transaction aborted by the next ``init_transactions``; a zombie is fenced; a transaction
 left open is aborted by its timeout and the last stable offset moves on; the transaction
 coordinator's broker killed between EndTxn(commit) and the markers: the next coordinator finishes
-the commit.
+the commit; RF=3 with the EndTxn round trip printed; kafka-python's transactional producer.
 
 Every wait is a condition with a deadline. Brokers run with
 ``transaction.abort.timed.out.transaction.cleanup.interval.ms=500`` so the timeout test waits
@@ -323,3 +323,27 @@ def test_transactions_at_replication_factor_3_and_end_txn_latency(broker_cluster
     latencies.sort()
     print(f"\nEndTxn round trip at RF=3 (100 transactions of 1 record): p50 {latencies[49]:.1f} ms, "
           f"p99 {latencies[98]:.1f} ms, max {latencies[-1]:.1f} ms")
+
+
+def test_kafka_python_transactional_producer(broker_cluster):
+    """kafka-python's transactional producer (its own protocol code, not librdkafka's): a commit
+    is read under read_committed, an abort never."""
+    from kafka import KafkaProducer
+    cluster = cluster_of(broker_cluster, 1)
+    create_topics(cluster.bootstrap, ["txn-kp"], 3)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="tx-kafka-python")
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        committed = [b"kp-c-%d" % i for i in range(9)]
+        for i, value in enumerate(committed):
+            producer.send("txn-kp", value=value, partition=i % 3)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        for i in range(9):
+            producer.send("txn-kp", value=b"kp-a-%d" % i, partition=i % 3)
+        producer.flush()
+        producer.abort_transaction()
+    finally:
+        producer.close(timeout=10)
+    assert sorted(read_all(cluster.bootstrap, ["txn-kp"], 3, expect=len(committed))) == sorted(committed)
