@@ -1,4 +1,4 @@
-X
+"""Transactions against real ZooKeeper and pylog broker processes, driven by confluent-kafka's
 transactional producer (librdkafka) and read_committed consumers: a committed transaction over 2
 topics and 6 partitions is read whole, an aborted one never; a producer killed mid-transaction
 has its transaction aborted by the next ``init_transactions``; a zombie is fenced; a transaction
