@@ -123,10 +123,11 @@ class World:
                                              self.clock, next_producer_id, markers, remote_verify)
         self.replicas.add_leadership_listener(self.service.on_leadership_change)
 
-    def lead(self, partition, leader, epoch, replicas=(1,), isr=None):
+    def lead(self, partition, leader, epoch, replicas=(1,), isr=None, min_isr=1):
         state = PartitionState(leader, epoch, tuple(isr or replicas), 1)
         self.replicas.become_leader_or_follower(1, [((TXN, partition), replicas, state, epoch)],
-                                                {TXN: {"cleanup.policy": "compact"}})
+                                                {TXN: {"cleanup.policy": "compact",
+                                                       "min.insync.replicas": str(min_isr)}})
 
 
 async def until(condition, timeout_s: float = 5.0) -> None:
@@ -190,6 +191,12 @@ def test_append_waits_for_the_isr_and_fails_below_min_isr(tmp_path):
         assert not pending.done(), "acks=all: the follower has not fetched"
         world.lead(0, 2, 1, replicas=(1, 2))  # leadership lost: the write fails
         assert await pending == ("written", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        # transaction.state.log.min.isr: below it, nothing is appended.
+        world.lead(1, 1, 0, replicas=(1, 2), isr=(1,), min_isr=2)
+        await until(lambda: len(world.core.of("load")) == 2)
+        assert await world.service.handle(26, 4, ("write", 1, [(b"k", b"v")])) == \
+            ("written", ErrorCode.NOT_ENOUGH_REPLICAS)
+        assert world.replicas.get(TXN, 1).log.log_end_offset == 0
 
     run(world, body)
 
