@@ -414,3 +414,33 @@ def test_the_service_reports_markers_written_to_the_core(tmp_path):
         assert len(world.core.of("markers_written")) == 1
 
     run(world, body)
+
+
+def test_close_answers_parked_requests_and_forgets_marker_jobs(tmp_path):
+    box = [_snapshot({"a": [2]})]
+    leaders = Leaders()
+    leaders.answers[(2, "a", 0)] = [ErrorCode.NOT_LEADER_OR_FOLLOWER] * 1000
+    world = World(tmp_path)
+    sender = MarkerSender(1, lambda: box[0], "PLAINTEXT", leaders.local, leaders.connect,
+                          world.service.markers_written, backoff_ms=5, build_request=Request,
+                          parse_response=lambda errors: errors)
+    world.service.markers = sender
+
+    async def body():
+        world.lead(0, 1, 0)
+        world.lead(1, 1, 0)
+        await until(lambda: len(world.core.of("load")) == 2)
+        parked = asyncio.create_task(world.service.handle(22, 4, "park"))
+        markers = asyncio.create_task(world.service.handle(26, 4, ("markers", [("a", 0)])))
+        await until(lambda: world.core.parked and len(leaders.requests) >= 2)
+        world.service.close()
+        assert await parked == "NOT_COORDINATOR"
+        assert world.core.of("unload") == [(0,), (1,)] and sender.pending() == 0
+        sent = len(leaders.requests)
+        await asyncio.sleep(0.1)
+        assert len(leaders.requests) <= sent + 1, "the cleared job stopped retrying"
+        world.lead(2, 1, 0)  # after close, leadership changes are ignored
+        assert world.core.of("begin_load") == [(0, 0), (1, 0)]
+        markers.cancel()
+
+    run(world, body)
