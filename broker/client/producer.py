@@ -25,6 +25,13 @@ Idempotence is on by default (as in Kafka 3.0+) and needs acks=all; when it is n
 explicitly and acks is 0 or 1 it is off (KIP-679), when it is set with acks 0 or 1 that is a
 configuration error.
 
+Transactions: with ``transactional_id`` the producer is transactional (Kafka's
+``init_transactions``/``begin_transaction``/``send_offsets_to_transaction``/``commit_transaction``/
+``abort_transaction``, plus ``prepare_transaction``/``complete_transaction`` for a transaction
+completed later by another process); ``broker.client.transactions`` has the semantics. Call the
+transactional methods from one thread at a time (as Java); they hold the I/O lock during their
+coordinator round trips, so the I/O thread pauses meanwhile.
+
 Errors are never swallowed: each failed record's ``Delivery.error`` (or ``BatchDelivery.error``)
 is set, ``Delivery.get`` raises it, a ``produce`` record's ``on_delivery`` callback gets it, and
 the next ``flush``/``close`` raises ``DeliveryFailed`` with every failure not reported by one of

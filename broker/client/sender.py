@@ -29,6 +29,14 @@ first time, and send it; then take every answer that has already arrived. Respon
 order per connection; each partition's answer acknowledges, retries (same bytes, after
 ``retry_backoff_ms``) or fails its batch.
 
+Transactions (``ProducerSettings.transactional_id``): the producer id comes from
+``init_transactions`` (``set_producer``), not from this thread; a batch is sent only once its
+partition is in the open transaction (``txn_added``): the I/O thread's turn first sends one
+AddPartitionsToTxn for every partition with queued batches that is not (a user thread's turn
+leaves that to it); Produce requests carry the transactional id and batches the transactional
+bit; a batch that fails for good records ``txn_failure`` (the transaction must be aborted)
+instead of taking a new producer id.
+
 Idempotence: sequences are assigned when a batch is first sent, in queue order, so a retried
 batch keeps its sequence and the broker deduplicates it (reference section 4). With several
 batches of a partition in flight, a failure of one makes the later ones come back with
