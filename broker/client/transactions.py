@@ -169,8 +169,13 @@ class Transactions:
                 self._sender.set_producer(pid, epoch)
 
     def prepare(self, timeout_ms: float | None) -> PreparedTransaction:
-        self._move(TxnEvent.PREPARE)
+        """The state moves to PREPARED only once everything is flushed: after a timeout the
+        transaction is still open (send more, prepare again, or abort)."""
+        if self.state is TxnState.FATAL_ERROR and self._error is not None:
+            raise self._error
+        prepared_state = next_state(self.state, TxnEvent.PREPARE)  # legal now? (raises if not)
         self._flush_for_end(timeout_ms)
+        self.state = prepared_state
         with self._state_lock:
             partitions = tuple(sorted(self._sender.txn_added))
         return PreparedTransaction(self.transactional_id, self._sender.producer_id,

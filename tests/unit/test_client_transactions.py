@@ -206,3 +206,21 @@ def test_an_empty_transaction_ends_without_end_txn_and_offsets_start_one(kafka):
             producer.send_offsets_to_transaction({("t", 0): 5}, "group-a", 5_000)
         producer.abort_transaction(5_000)
         assert kafka.coordinator.ended == []  # AddOffsetsToTxn failed: the coordinator has nothing
+
+
+def test_prepare_then_complete_from_another_producer(kafka):
+    with txn_producer(kafka) as producer:
+        producer.init_transactions(5_000)
+        producer.begin_transaction()
+        producer.send("t", b"a", partition=2)
+        producer.send("t", b"b", partition=3)
+        prepared = producer.prepare_transaction(5_000)
+        assert producer.transaction_state == "PreparedTransaction"
+        assert kafka.coordinator.ended == []
+    assert (prepared.transactional_id, prepared.producer_id, prepared.producer_epoch) == ("tx-unit", 4242, 0)
+    assert prepared.partitions == (("t", 2), ("t", 3))
+    with Producer(kafka.bootstrap, config=FAST) as driver:  # no transactional id, never sends
+        driver.complete_transaction(prepared, commit=True, timeout_ms=5_000)
+    (_, end), = requests(kafka, ApiKey.END_TXN)
+    assert (end.transactional_id, end.producer_id, end.producer_epoch, end.committed) == ("tx-unit", 4242, 0, True)
+    assert len(requests(kafka, ApiKey.INIT_PRODUCER_ID)) == 1  # the driver did not bump the epoch
