@@ -40,7 +40,12 @@ Never call ``init_transactions`` with that transactional id before completing it
 aborts the prepared transaction. And ``transaction_timeout_ms`` must exceed the longest time from
 the first send to ``complete_transaction`` (the coordinator aborts older ones and bumps the epoch;
 completing then raises ``ProducerFencedError``); the broker caps it at
-``transaction.max.timeout.ms`` (15 minutes by default).
+``transaction.max.timeout.ms`` (15 minutes by default). A ``ProducerFencedError`` from
+``complete_transaction`` is ambiguous by protocol (Flink's committer logs it as "known reason"):
+the epoch moved on, because the transaction was aborted (timeout, an ``init_transactions`` of its
+id) or because it was completed and its id used again; a sink keeps its own record of decisions
+(reference coordinators.md section 8). To abort the lingering transaction of an id whose
+PreparedTransaction is lost: ``init_transactions()`` on a producer with that id.
 """
 
 from __future__ import annotations
