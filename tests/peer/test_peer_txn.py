@@ -16,6 +16,7 @@ from group_clients import produce_spread, wait_for_coordinator
 from group_wire import GroupWire
 from peer_support import unique_topic
 from txn_clients import (
+    TXN_OFFSET_COMMIT_PENDING,
     Batch,
     open_txn_producer,
     partition_state,
@@ -69,7 +70,6 @@ def run_script(producer, topic: str) -> None:
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-@pylog_pending()
 def test_commit_and_abort_markers_lso_and_visible_records(txn_peer, client):
     """Commit, abort, commit: every marker takes one offset after its transaction's records;
     once the last marker is written the LSO is the high watermark (Fetch's last_stable_offset and
@@ -96,7 +96,6 @@ def test_commit_and_abort_markers_lso_and_visible_records(txn_peer, client):
                 EXPECTED_UNCOMMITTED[partition]
 
 
-@pylog_pending()
 def test_an_open_transaction_holds_the_lso_until_it_commits(txn_peer):
     """A committed transaction, then one left open with its records on the log: the LSO stops at
     the open transaction's first offset (Fetch's last_stable_offset and ListOffsets under
@@ -179,13 +178,14 @@ def consume(client: str, consumer, count: int) -> list[bytes]:
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-@pylog_pending()
+@pylog_pending(TXN_OFFSET_COMMIT_PENDING)
 def test_consume_transform_produce_offsets_commit_with_the_output(txn_peer, client):
     """The exactly-once loop: read the input (read_committed), write the transformed records and
     the input offsets (send_offsets_to_transaction) in one transaction. While it is open the
     group's offset is pending: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT and
-    offset -1 (also when an offset was committed before), without it the last committed offset. Committed: offset 6 and the output visible. A second round aborted: the group
-    stays at 6 and read_committed sees no record of it."""
+    offset -1 (also when an offset was committed before), without it the last committed offset.
+    Committed: offset 6 and the output visible. A second round aborted: the group stays at 6 and
+    read_committed sees no record of it."""
     source = txn_peer.create_topic(unique_topic("txn-in"), partitions=1)
     sink = txn_peer.create_topic(unique_topic("txn-out"), partitions=1)
     group = unique_txn_id("ctp")

@@ -20,7 +20,6 @@ from txn_clients import (
     Batch,
     open_txn_producer,
     partition_state,
-    pylog_pending,
     read_partition,
     settled,
     txn_peer,  # noqa: F401  (fixture)
@@ -73,7 +72,6 @@ def doomed_producer(peer, transactional_id: str, topic: str) -> subprocess.Popen
     return child
 
 
-@pylog_pending()
 def test_a_producer_killed_mid_transaction_is_aborted_by_the_next_init(txn_peer):
     """SIGKILL with 2 records of an open transaction on the log (LSO held at 4): nothing ends the
     transaction until a producer with the same transactional id calls init_transactions, which
@@ -107,7 +105,6 @@ def test_a_producer_killed_mid_transaction_is_aborted_by_the_next_init(txn_peer)
         assert read_partition(client, txn_peer, topic, 0, "read_committed", 9) == expected
 
 
-@pylog_pending()
 def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(txn_peer):
     """Raw wire: a transaction with transaction.timeout.ms 1 s, 2 records on the log, then
     nothing. The coordinator aborts it on its own (CompleteAbort, the epoch bumped 0 -> 1 so the
@@ -134,7 +131,6 @@ def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(
     print(f"{txn_peer}: a transaction with a {TIMEOUT_MS} ms timeout aborted after {took_s:.1f} s")
 
 
-@pylog_pending()
 def test_a_client_whose_transaction_timed_out_cannot_commit(txn_peer):
     """confluent-kafka with transaction.timeout.ms 1 s: its transaction is aborted by the
     coordinator while it idles; commit_transaction then fails with a fatal error (_FENCED: the

@@ -15,7 +15,6 @@ from txn_clients import (
     Batch,
     open_txn_producer,
     partition_state,
-    pylog_pending,
     read_partition,
     settled,
     txn_peer,  # noqa: F401  (fixture)
@@ -49,7 +48,6 @@ def without(row: dict[str, str], *columns: str) -> dict[str, str]:
     return {k: v for k, v in row.items() if k not in columns}
 
 
-@pylog_pending()
 def test_kafka_transactions_lists_describes_and_aborts_an_open_transaction(txn_peer):
     """A committed transaction (offsets 0-2, marker 3), then one left open (4-5, LSO 4). The tool
     lists it Ongoing, describes it (its partition, its timeout), shows its producer on the
