@@ -83,6 +83,11 @@ VERIFICATION_PASSED_THROUGH = frozenset({
 
 
 def produce_error_for_verification(error: int) -> int:
+    """The Produce answer for a verification answer. PRODUCER_FENCED becomes
+    INVALID_PRODUCER_EPOCH, what Kafka 4.1 answers a zombie's transactional Produce (compared in
+    tests/peer/test_peer_txn_errors.py; Kafka's AddPartitionsToTxnManager converts it)."""
+    if error == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
     return error if error in VERIFICATION_PASSED_THROUGH else ErrorCode.NOT_ENOUGH_REPLICAS
 
 

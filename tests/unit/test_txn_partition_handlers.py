@@ -108,6 +108,9 @@ def test_verification_errors_reach_the_producer_as_kafka_maps_them(harness):
     answers = produce(harness, {0: txn_batch(["a"]), 1: txn_batch(["b"])})
     assert answers[0].error_code == ErrorCode.INVALID_TXN_STATE
     assert answers[1].error_code == ErrorCode.NOT_ENOUGH_REPLICAS  # retriable for every client
+    harness.context.txn_verifier = ScriptedVerifier({("events", 0): ErrorCode.PRODUCER_FENCED})
+    # a zombie's produce: Kafka 4.1 answers INVALID_PRODUCER_EPOCH (tests/peer/test_peer_txn_errors.py)
+    assert produce(harness, {0: txn_batch(["a"])})[0].error_code == ErrorCode.INVALID_PRODUCER_EPOCH
     harness.context.txn_verifier = ScriptedVerifier({("events", 0): ConnectionError("gone")})
     assert produce(harness, {0: txn_batch(["a"])})[0].error_code == ErrorCode.NOT_ENOUGH_REPLICAS
     assert harness.replicas.get("events", 0).log.log_end_offset == 0
