@@ -282,6 +282,10 @@ class ProducerStateManager:
         first = self._ongoing.pop(producer_id, None)
         entry = self._entries.get(producer_id)
         if entry is not None and header.producer_epoch >= entry.producer_epoch:
+            if header.producer_epoch > entry.producer_epoch:
+                # a marker at a bumped epoch (the coordinator fenced the producer): the old
+                # epoch's sequences mean nothing for the new one (Kafka maybeUpdateProducerEpoch)
+                entry.batches.clear()
             entry.producer_epoch = header.producer_epoch
             entry.current_txn_first_offset = -1
             if coordinator_epoch >= 0:

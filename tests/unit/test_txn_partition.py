@@ -269,3 +269,14 @@ def test_txnindex_collect_spans_segments_and_stops_at_a_stable_entry():
     assert index.collect(50, 130) == [AbortedTxn(2, 10, 120, 121)]  # begun before 130, ended at 120
     assert index.collect(0, 20) == [AbortedTxn(1, 0, 40, 10), AbortedTxn(2, 10, 120, 121)]
     assert index.collect(121, 200) == [AbortedTxn(3, 150, 160, 161)]
+
+
+def test_a_marker_at_a_bumped_epoch_resets_the_sequences():
+    """The coordinator aborts a fenced producer's transaction at epoch + 1; the next batch of
+    that epoch starts at sequence 0 and must not be taken for an old duplicate (46)."""
+    p = make(1, Clock())
+    for sequence in range(3):
+        assert txn(p, ["x"], sequence=sequence).error_code == ErrorCode.NONE
+    assert p.append_txn_marker(7, 1, 0, committed=False).error_code == ErrorCode.NONE
+    answer = txn(p, ["new"], epoch=1, sequence=0)
+    assert answer.error_code == ErrorCode.NONE and answer.base_offset == 4
