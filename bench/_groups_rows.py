@@ -9,7 +9,9 @@ or its ``GroupSystems``), each returning a dict of numbers or raising ``ToolFail
 - ``takeover``: ``groups`` x ``partitions`` distinct committed offsets, all in one
   ``__consumer_offsets`` partition (group ids chosen by Kafka's hash), then a clean restart of
   the one broker: from its first ApiVersions answer to the first OffsetFetch answered without
-  an error (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR) and with the offsets written.
+  an error (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR) and with the offsets written, split
+  at the first answer that is not NOT_COORDINATOR (before: the broker does not lead the offsets
+  partition yet; after: it loads it).
 - ``consume``: one ``_groups_worker.py consume`` process, ``assign`` or ``subscribe``.
 """
 
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from _groups_systems import GroupSystems, commit_offsets, connect, cpu_seconds, fetch_offsets
 from _sbs_tools import ToolFailed
+from broker.client.coordinator import find_coordinator
 from broker.client.errors import KafkaError
 from broker.client.group_admin import GroupAdmin
 from broker.coordinator.group.core import partition_for
@@ -38,6 +41,7 @@ OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions, the default of both sys
 _STABLE_TIMEOUT_S = 60.0
 _TAKEOVER_TIMEOUT_S = 120.0
 _FETCH_RETRY_S = 0.01
+_NOT_COORDINATOR = 16
 
 
 class _Workers:
@@ -177,9 +181,16 @@ def write_offsets(bootstrap: str, topic: str, groups: list[str], partitions: int
     """Commit every (group, partition) once; seconds taken. The coordinator is looked up first
     (both create ``__consumer_offsets`` on the first FindCoordinator)."""
     with GroupAdmin(bootstrap) as admin:
-        admin.coordinator(groups[0])
-    started = time.monotonic()
+        find_coordinator(admin.cluster, groups[0], timeout_ms=1000 * _TAKEOVER_TIMEOUT_S)
     conn = connect(bootstrap)
+    deadline = time.monotonic() + _TAKEOVER_TIMEOUT_S
+    # The offsets partition of a new offsets topic is loaded after FindCoordinator answered
+    # (Kafka answers COORDINATOR_LOAD_IN_PROGRESS meanwhile): wait until it serves.
+    while (code := fetch_offsets(conn, groups[0], topic, [0])[0]) != 0:
+        if time.monotonic() > deadline:
+            raise ToolFailed(f"the coordinator of {groups[0]} still answers error {code}")
+        time.sleep(_FETCH_RETRY_S)
+    started = time.monotonic()
     try:
         commit_offsets(conn, [(g, topic, {p: _offset(i, p) for p in range(partitions)})
                               for i, g in enumerate(groups)])
@@ -199,6 +210,7 @@ def takeover(systems: GroupSystems, system: str, topic: str, groups: list[str], 
     seen: Counter = Counter()
     deadline = restart.ready + _TAKEOVER_TIMEOUT_S
     conn = None
+    coordinating = None  # the first answer that is not NOT_COORDINATOR: the partition is led here
     while time.monotonic() < deadline:
         try:
             conn = conn or connect(bootstrap)
@@ -208,12 +220,15 @@ def takeover(systems: GroupSystems, system: str, topic: str, groups: list[str], 
             conn = None
             time.sleep(_FETCH_RETRY_S)
             continue
+        if code != _NOT_COORDINATOR and coordinating is None:
+            coordinating = time.monotonic()
         if code == 0 and offsets == expected:
             answered = time.monotonic()
             cpu_s = cpu_seconds(pid) - cpu_at_ready
             conn.close()
             return {"from_ready_s": answered - restart.ready, "from_spawn_s": answered - restart.spawned,
                     "spawn_to_ready_s": restart.ready - restart.spawned, "broker_cpu_s": cpu_s,
+                    "ready_to_coordinator_s": coordinating - restart.ready, "loading_s": answered - coordinating,
                     "answers_before": dict(seen)}
         seen[f"error {code}" if code else "offsets not all there"] += 1
         time.sleep(_FETCH_RETRY_S)

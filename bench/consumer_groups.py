@@ -59,6 +59,7 @@ import _groups_rows as rows  # noqa: E402
 import _sbs_tools as tools  # noqa: E402
 from _groups_systems import GroupSystems, produce  # noqa: E402
 from _report import report  # noqa: E402
+from broker.client.errors import KafkaError  # noqa: E402
 from kafka_side_by_side import Row, machine  # noqa: E402
 
 REBALANCE_PARTITIONS = 12
@@ -170,7 +171,7 @@ def takeover_rows(bench: Bench, systems: GroupSystems) -> None:
             result = rows.takeover(systems, system, "takeover", groups, s.partitions)
             results[system] = [{**result, "write_s": written_s}]
             print(f"  takeover on {system}: {result} (offsets written in {written_s:.1f} s)", flush=True)
-        except tools.ToolFailed as exc:
+        except (tools.ToolFailed, KafkaError) as exc:
             results[system] = [f"failed: {str(exc).splitlines()[0][:160]}"]
             print(f"  takeover on {system}: {exc}", file=sys.stderr, flush=True)
     bench.details["takeover"] = results
@@ -180,6 +181,10 @@ def takeover_rows(bench: Bench, systems: GroupSystems) -> None:
                    "target <= 3 s")
     bench.add("coordinator takeover, from the new process", "s", results, lambda r: r["from_spawn_s"],
               lower_is_better=True, note="process spawned to first good OffsetFetch (broker start included)")
+    bench.add("  of which: ready to leading the partition", "s", results, lambda r: r["ready_to_coordinator_s"],
+              lower_is_better=True, note="until the first answer that is not NOT_COORDINATOR")
+    bench.add("  of which: loading it", "s", results, lambda r: r["loading_s"], lower_is_better=True,
+              note="COORDINATOR_LOAD_IN_PROGRESS until the first good answer")
     bench.add("coordinator takeover, broker CPU", "s", results, lambda r: r["broker_cpu_s"], lower_is_better=True,
               note="broker process CPU time from ready to the first good OffsetFetch (all threads)")
     bench.add("writing the offsets (1 connection)", "offsets/s", results,
