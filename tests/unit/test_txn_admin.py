@@ -153,3 +153,21 @@ def test_an_undecodable_value_fails_the_load_and_the_partition_stays_loading():
     with pytest.raises(RecordFormatError):
         d.core.load_partition(0, [(encode_key(TID), b"\x00\x07" + b"\x00" * 30)], d.now)
     assert d.answer(d.init()).error_code == 14
+
+
+def test_expired_ids_are_written_as_one_batch_and_a_failed_batch_keeps_them():
+    d = Driver(TxnSettings(num_partitions=1, id_expiration_ms=60_000, remove_expired_check_interval_ms=10_000),
+               auto=False)
+    d.auto = True
+    for tid in ("a", "b", "c"):
+        d.ready(tid)
+    d.auto = False
+    d.tick(70_000)
+    (write_id,) = d.appends
+    assert [v for _, v in d.appends[write_id].records] == [None, None, None]
+    assert d.answer(d.init("a")).error_code == CONCURRENT  # Dead is pending
+    d.complete_write(write_id, error=19)
+    assert all(d.state(t) is not None and d.state(t).pending is None for t in "abc")
+    d.tick(10_000)
+    d.complete_write(next(iter(d.appends)))
+    assert all(d.state(t) is None for t in "abc")

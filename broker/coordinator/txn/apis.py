@@ -17,6 +17,7 @@ from broker.coordinator.txn.state import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, STA
 
 S = TxnState
 OFFSETS_TOPIC = "__consumer_offsets"
+TOMBSTONES_PER_APPEND_MAX = 1_000  # records per batch of expired ids (Kafka: up to max.message.bytes)
 
 
 def handle(core, token, api_key: int, api_version: int, request, now_ms: int) -> list:
@@ -324,11 +325,16 @@ def abort_timed_out(core, now_ms: int) -> list:
 
 
 def expire_ids(core, now_ms: int) -> list:
-    """transactional.id.expiration.ms: an idle id (Empty or Complete*) gets a tombstone."""
+    """transactional.id.expiration.ms: idle ids (Empty or Complete*, nothing pending) get
+    tombstones, written together per partition (removeExpiredTransactionalIds)."""
     out: list = []
     horizon = now_ms - core.settings.id_expiration_ms
     for shard in list(core.shards()):
-        for meta in list(shard.txns.values()):
-            if meta.pending is None and meta.state.expiration_allowed and meta.last_update_ms <= horizon:
-                out.append(core.write(shard, meta, meta.prepare_dead(), lambda c, n: []))
+        expired = [m for m in shard.txns.values()
+                   if m.pending is None and m.state.expiration_allowed and m.last_update_ms <= horizon]
+        for start in range(0, len(expired), TOMBSTONES_PER_APPEND_MAX):
+            chunk = expired[start:start + TOMBSTONES_PER_APPEND_MAX]
+            for meta in chunk:
+                meta.prepare_dead()
+            out.append(core.write_tombstones(shard, chunk))
     return out

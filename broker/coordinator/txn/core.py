@@ -120,6 +120,7 @@ class TxnCoordinatorCore:
         self._shards: dict[int, Shard] = {}
         self._loading: dict[int, int] = {}   # partition -> coordinator epoch, between begin and load
         self._writes: dict[int, _Write] = {}
+        self._tombstones: dict[int, tuple] = {}  # write id -> (shard, [transactional id])
         self._parked: dict[int, _Parked] = {}
         self._markers: dict[int, _Markers] = {}
         self._ids = itertools.count(1)
@@ -165,6 +166,13 @@ class TxnCoordinatorCore:
         return Append(write_id, shard.partition,
                       [(encode_key(meta.transactional_id), transit_value(transit))])
 
+    def write_tombstones(self, shard: Shard, metas: list) -> Append:
+        """One batch of tombstones for expired ids (each already prepared Dead), as Kafka writes
+        the expired ids of a partition together; on success they leave the cache."""
+        write_id = next(self._ids)
+        self._tombstones[write_id] = (shard, [m.transactional_id for m in metas])
+        return Append(write_id, shard.partition, [(encode_key(m.transactional_id), None) for m in metas])
+
     def allocate(self, shard: Shard, token, api_version: int, request) -> AllocateProducerId:
         request_id = next(self._ids)
         self._parked[request_id] = _Parked(shard, token, api_version, request)
@@ -187,6 +195,9 @@ class TxnCoordinatorCore:
     # -- completions ------------------------------------------------------------------------------
     def write_done(self, write_id: int, error_code: int, now_ms: int) -> list[Effect]:
         out = self._take_deferred()
+        if write_id in self._tombstones:
+            self._tombstones_done(write_id, error_code)
+            return out
         w = self._writes.pop(write_id, None)
         if w is None or self._shards.get(w.shard.partition) is not w.shard:
             return out  # forgotten: the partition was unloaded meanwhile
@@ -204,6 +215,19 @@ class TxnCoordinatorCore:
             return out + [self.write(w.shard, meta, w.transit, w.done, True)]
         meta.pending = None
         return out + w.done(code, now_ms)
+
+    def _tombstones_done(self, write_id: int, error_code: int) -> None:
+        shard, tids = self._tombstones.pop(write_id)
+        if self._shards.get(shard.partition) is not shard:
+            return
+        for tid in tids:
+            meta = shard.txns.get(tid)
+            if meta is None or meta.pending is not TxnState.Dead:
+                continue
+            if error_code == rsp.NONE:
+                del shard.txns[tid]
+            else:
+                meta.pending = None  # expired again at the next check
 
     def producer_id_allocated(self, request_id: int, producer_id: int, now_ms: int) -> list[Effect]:
         out = self._take_deferred()
@@ -259,6 +283,8 @@ class TxnCoordinatorCore:
             out.append(Reply(p.token, rsp.init_producer_id(p.api_version, rsp.NOT_COORDINATOR)))
         for marker_id in [i for i, m in self._markers.items() if m.shard is shard]:
             del self._markers[marker_id]
+        for write_id in [i for i, (s, _) in self._tombstones.items() if s is shard]:
+            del self._tombstones[write_id]
         return out
 
     # -- timers -----------------------------------------------------------------------------------
