@@ -45,7 +45,15 @@ def kafka_tool(peer, *args: str) -> str:
 
 
 def without_times(rows):
-    return [{k: v for k, v in row.items() if k not in TIME_COLUMNS} for row in rows]
+    """Rows without the time columns; TopicPartitions as a sorted list (Kafka's Admin keeps them
+    in a hash set, so its order is not the broker's)."""
+    out = []
+    for row in rows:
+        row = {k: v for k, v in row.items() if k not in TIME_COLUMNS}
+        if "TopicPartitions" in row:
+            row["TopicPartitions"] = ",".join(sorted(row["TopicPartitions"].split(",")))
+        out.append(row)
+    return out
 
 
 def test_pylog_transactions_tool_matches_kafka_transactions(txn_peer):
