@@ -4,9 +4,10 @@ transactional id another broker coordinates (Kafka's ``AddPartitionsToTxnManager
 The partition leader sends a verify-only AddPartitionsToTxn (v4, the broker form) for the
 producer's id, epoch and partition to the leader of the id's ``__transaction_state`` partition,
 whose handler hands it to its transaction coordinator's core (read-only there). One connection
-per coordinator broker, one request at a time on it (``InterBrokerConnection``); concurrent
-verifications to the same broker queue on its lock. A verification is needed only for a
-producer's first batch of a transaction on a partition, so this is off the hot path.
+per coordinator broker, one request at a time on it (``InterBrokerConnection``); verifications
+that come while a request is in flight go together in the next one (a Produce verifies all its
+partitions at once: one round trip, not one per partition). A verification is needed for a
+producer's first batch of each transaction on each partition.
 
 Answers: the partition's error code (NONE when it is in the producer's ongoing transaction), or
 the response's top-level error. No coordinator known (topic or leader missing):
@@ -39,7 +40,7 @@ class RemoteTxnVerifier:
         self._listener = listener_name
         self._num_partitions = num_partitions
         self._timeout_s = timeout_s
-        self._connections: dict[tuple[str, int], tuple[InterBrokerConnection, asyncio.Lock]] = {}
+        self._connections: dict[tuple[str, int], _Destination] = {}
         self.requests = 0
 
     async def __call__(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -53,26 +54,67 @@ class RemoteTxnVerifier:
         if endpoint is None:
             return ErrorCode.NOT_COORDINATOR
         key = (endpoint.host, endpoint.port)
-        if key not in self._connections:
-            self._connections[key] = (InterBrokerConnection(endpoint.host, endpoint.port, self._client_id,
-                                                            self._timeout_s), asyncio.Lock())
-        connection, lock = self._connections[key]
-        request = AddPartitionsToTxnRequest(transactions=[_Transaction(
-            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
-            verify_only=True, topics=[_Topic(name=topic, partitions=[partition])])])
-        async with lock:
-            self.requests += 1
-            response = await connection.request(ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, request)
-        if response.error_code != ErrorCode.NONE:
-            return response.error_code
+        destination = self._connections.get(key)
+        if destination is None:
+            destination = self._connections[key] = _Destination(InterBrokerConnection(
+                endpoint.host, endpoint.port, self._client_id, self._timeout_s))
+        future = asyncio.get_running_loop().create_future()
+        destination.pending.append(((transactional_id, producer_id, producer_epoch), (topic, partition), future))
+        while not future.done():
+            async with destination.lock:
+                if not future.done():
+                    await self._send(destination)
+        return future.result()
+
+    async def _send(self, destination: "_Destination") -> None:
+        """One request for every verification waiting for this destination (those that came
+        while the previous one was in flight), at most one producer per transactional id."""
+        batch, rest, ids = [], [], {}
+        for item in destination.pending:
+            (tid, pid, epoch), _, _ = item
+            if ids.setdefault(tid, (pid, epoch)) == (pid, epoch):
+                batch.append(item)
+            else:
+                rest.append(item)
+        destination.pending = rest
+        by_producer: dict[tuple, dict[str, list[int]]] = {}
+        for producer, (topic, partition), _ in batch:
+            by_producer.setdefault(producer, {}).setdefault(topic, []).append(partition)
+        request = AddPartitionsToTxnRequest(transactions=[
+            _Transaction(transactional_id=tid, producer_id=pid, producer_epoch=epoch, verify_only=True,
+                         topics=[_Topic(name=t, partitions=ps) for t, ps in topics.items()])
+            for (tid, pid, epoch), topics in by_producer.items()])
+        self.requests += 1
+        try:
+            response = await destination.connection.request(ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, request)
+        except Exception as exc:
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        answers = {}
         for result in response.results_by_transaction:
             for topic_result in result.topic_results:
                 for p in topic_result.results_by_partition:
-                    if topic_result.name == topic and p.partition_index == partition:
-                        return p.partition_error_code
-        return ErrorCode.INVALID_TXN_STATE
+                    answers[(result.transactional_id, topic_result.name, p.partition_index)] = p.partition_error_code
+        for (tid, _, _), (topic, partition), future in batch:
+            if not future.done():
+                future.set_result(response.error_code if response.error_code != ErrorCode.NONE
+                                  else answers.get((tid, topic, partition), ErrorCode.INVALID_TXN_STATE))
 
     async def close(self) -> None:
         connections, self._connections = self._connections, {}
-        for connection, _ in connections.values():
-            await connection.close()
+        for destination in connections.values():
+            await destination.connection.close()
+
+
+class _Destination:
+    """One coordinator broker: its connection, the lock of its one request in flight, and the
+    verifications waiting for the next request."""
+
+    __slots__ = ("connection", "lock", "pending")
+
+    def __init__(self, connection: InterBrokerConnection) -> None:
+        self.connection = connection
+        self.lock = asyncio.Lock()
+        self.pending: list = []

@@ -74,3 +74,39 @@ def test_verification_asks_the_coordinator_broker():
             server.close()
             await server.wait_closed()
     asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def test_concurrent_verifications_share_a_request():
+    async def main():
+        seen: list = []
+
+        def answer_for(request):
+            return AddPartitionsToTxnResponse(error_code=0, results_by_transaction=[_Txn(
+                transactional_id=t.transactional_id, topic_results=[_Topic(name=topic.name, results_by_partition=[
+                    _Part(partition_index=p, partition_error_code=ErrorCode.NONE if p % 2 == 0
+                          else ErrorCode.INVALID_TXN_STATE) for p in topic.partitions]) for topic in t.topics])
+                for t in request.transactions])
+
+        class Answers(list):
+            def pop(self, _):
+                return answer_for(seen[-1][2])
+
+        server = await serve(Answers(), seen)
+        port = server.sockets[0].getsockname()[1]
+        verifier = RemoteTxnVerifier(1, lambda: snapshot(port, 2), "PLAINTEXT", 4, 5.0)
+        try:
+            calls = [verifier("t", 7, 3, topic, p) for topic in ("a", "b") for p in range(3)]
+            calls.append(verifier("u", 8, 0, "a", 4))
+            calls.append(verifier("t", 9, 0, "a", 0))  # the same id, another producer: a later request
+            results = await asyncio.gather(*calls)
+            assert results == [0, 48, 0, 0, 48, 0, 0, 0]
+            assert verifier.requests == len(seen) == 3  # the first alone, then 6 together, then t/9
+            first = seen[0][2] if len(seen[0][2].transactions) > 1 else seen[1][2]
+            assert {t.transactional_id for t in first.transactions} >= {"t"}
+            assert all(len({(t.producer_id, t.producer_epoch) for t in r.transactions
+                            if t.transactional_id == "t"}) == 1 for _, _, r in seen)
+        finally:
+            await verifier.close()
+            server.close()
+            await server.wait_closed()
+    asyncio.run(asyncio.wait_for(main(), 20))
