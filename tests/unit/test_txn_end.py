@@ -137,7 +137,12 @@ def test_complete_write_is_retried_when_unavailable():
     d.complete_write(next(iter(d.appends)))
     d.complete_markers(next(iter(d.markers)))
     d.complete_write(next(iter(d.appends)), error=20)
-    assert d.state().state is TxnState.PrepareAbort and len(d.appends) == 1  # a new attempt
+    assert d.state().state is TxnState.PrepareAbort and not d.appends  # retried after a backoff
+    assert d.core.next_deadline() == d.now + 100
+    d.tick(99)
+    assert not d.appends
+    d.tick(1)
+    assert len(d.appends) == 1  # the new attempt
     d.complete_write(next(iter(d.appends)))
     assert d.state().state is TxnState.CompleteAbort
 

@@ -62,8 +62,9 @@ Additions to the contract (nothing above changed)
   version, as Kafka's loader fails); the partition then stays "loading" until ``unload_partition``.
 * ``route(transactional_id) -> (shard or None, error)`` and ``shards()`` are read-only views for the
   shell and the simulation.
-* A failed Complete* append is retried by the core (a new ``Append``) unless it maps to
-  NOT_COORDINATOR, as Kafka's marker channel manager does; every other failed append drops the
+* A failed Complete* append is retried by the core (a new ``Append`` from ``tick`` after
+  ``COMPLETE_RETRY_BACKOFF_MS``; ``next_deadline`` says when) unless it maps to NOT_COORDINATOR,
+  as Kafka's marker channel manager does; every other failed append drops the
   pending transition and answers the mapped error (TransactionStateManager.appendTransactionToLog).
 """
 
@@ -86,6 +87,7 @@ __all__ = ["TxnSettings", "Reply", "Append", "AllocateProducerId", "WriteMarkers
            "TxnCoordinatorCore", "partition_for", "RecordFormatError"]
 
 Done = Callable[[int, int], list]  # (error code, now_ms) -> effects
+COMPLETE_RETRY_BACKOFF_MS = 100  # a failed Complete* append is tried again after this long
 
 
 @dataclass
@@ -121,6 +123,7 @@ class TxnCoordinatorCore:
         self._loading: dict[int, int] = {}   # partition -> coordinator epoch, between begin and load
         self._writes: dict[int, _Write] = {}
         self._tombstones: dict[int, tuple] = {}  # write id -> (shard, [transactional id])
+        self._retries: list[tuple] = []  # (due ms, _Write): Complete* appends to try again
         self._parked: dict[int, _Parked] = {}
         self._markers: dict[int, _Markers] = {}
         self._ids = itertools.count(1)
@@ -211,8 +214,10 @@ class TxnCoordinatorCore:
             return out + w.done(rsp.NONE, now_ms)
         code = rsp.append_error(error_code)
         if w.retry_unavailable and code not in (rsp.NOT_COORDINATOR, rsp.COORDINATOR_LOAD_IN_PROGRESS):
-            # TransactionMarkerChannelManager retries the completion; the state stays pending
-            return out + [self.write(w.shard, meta, w.transit, w.done, True)]
+            # TransactionMarkerChannelManager retries the completion (the state stays pending),
+            # after a backoff so a partition below min.insync.replicas is not hammered
+            self._retries.append((now_ms + COMPLETE_RETRY_BACKOFF_MS, w))
+            return out
         meta.pending = None
         return out + w.done(code, now_ms)
 
@@ -285,11 +290,18 @@ class TxnCoordinatorCore:
             del self._markers[marker_id]
         for write_id in [i for i, (s, _) in self._tombstones.items() if s is shard]:
             del self._tombstones[write_id]
+        self._retries = [(due, w) for due, w in self._retries if w.shard is not shard]
         return out
 
     # -- timers -----------------------------------------------------------------------------------
     def tick(self, now_ms: int) -> list[Effect]:
         out = self._take_deferred()
+        due = [w for t, w in self._retries if t <= now_ms]
+        self._retries = [(t, w) for t, w in self._retries if t > now_ms]
+        for w in due:
+            meta = w.shard.txns.get(w.transactional_id)
+            if self._shards.get(w.shard.partition) is w.shard and meta is not None and meta.pending is w.transit.state:
+                out.append(self.write(w.shard, meta, w.transit, w.done, True))
         if self._next_abort_check_ms is not None and now_ms >= self._next_abort_check_ms:
             self._next_abort_check_ms = now_ms + self.settings.abort_timed_out_check_interval_ms
             out += apis.abort_timed_out(self, now_ms)
@@ -301,9 +313,10 @@ class TxnCoordinatorCore:
     def next_deadline(self) -> int | None:
         if self._deferred:
             return 0
-        if self._next_abort_check_ms is None:
-            return None
-        return min(self._next_abort_check_ms, self._next_expire_check_ms)
+        deadlines = [t for t, _ in self._retries]
+        if self._next_abort_check_ms is not None:
+            deadlines += [self._next_abort_check_ms, self._next_expire_check_ms]
+        return min(deadlines) if deadlines else None
 
     def _take_deferred(self) -> list[Effect]:
         out, self._deferred = self._deferred, []
