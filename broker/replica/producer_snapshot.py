@@ -18,7 +18,8 @@ this keeps all five so duplicates of any cached batch are still recognised after
       coordinator_epoch       int32
       current_txn_first_offset int64  -1 when no transaction is open
       last_append_ms          int64   broker clock of its newest append
-      batch_count             int8    1..5
+      batch_count             int8    0..5 (0: a producer known only by its markers, e.g.
+                                      after a marker at a bumped epoch cleared its batches)
       per batch, oldest first:
         first_seq             int32
         last_seq              int32
@@ -70,7 +71,7 @@ class SnapshotError(ValueError):
 
 def encode_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
     body = bytearray()
-    entries = [e for e in entries if e.batches]
+    entries = [e for e in entries if e.batches or e.coordinator_epoch >= 0 or e.current_txn_first_offset >= 0]
     body += _COUNT.pack(len(entries))
     for e in entries:
         body += _ENTRY.pack(e.producer_id, e.producer_epoch, e.coordinator_epoch,
@@ -91,7 +92,7 @@ def decode_snapshot(data: bytes) -> list[ProducerEntry]:
     if crc32c.crc32c(body) != crc:
         raise SnapshotError("CRC mismatch")
     (count,) = _COUNT.unpack_from(body, 0)
-    if count < 0 or count * (_ENTRY.size + _BATCH.size) > len(body) - _COUNT.size:
+    if count < 0 or count * _ENTRY.size > len(body) - _COUNT.size:
         raise SnapshotError(f"producer count {count} does not fit {len(body)} bytes")
     pos = _COUNT.size
     entries = []
@@ -108,7 +109,7 @@ def _decode_entry(body: memoryview, pos: int) -> tuple[ProducerEntry, int]:
         raise SnapshotError("truncated producer entry")
     pid, epoch, coordinator_epoch, txn_first, last_ts, batch_count = _ENTRY.unpack_from(body, pos)
     pos += _ENTRY.size
-    if not 1 <= batch_count <= BATCHES_RETAINED or len(body) - pos < batch_count * _BATCH.size:
+    if not 0 <= batch_count <= BATCHES_RETAINED or len(body) - pos < batch_count * _BATCH.size:
         raise SnapshotError(f"producer {pid}: batch count {batch_count} is invalid or truncated")
     batches: deque = deque(maxlen=BATCHES_RETAINED)
     for _ in range(batch_count):

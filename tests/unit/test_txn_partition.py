@@ -280,3 +280,20 @@ def test_a_marker_at_a_bumped_epoch_resets_the_sequences():
     assert p.append_txn_marker(7, 1, 0, committed=False).error_code == ErrorCode.NONE
     answer = txn(p, ["new"], epoch=1, sequence=0)
     assert answer.error_code == ErrorCode.NONE and answer.base_offset == 4
+
+
+def test_a_producer_known_only_by_its_marker_survives_a_snapshot(tmp_path):
+    """After a marker at a bumped epoch the entry holds no batch, but its epoch and coordinator
+    epoch still fence stale markers after a restart."""
+    clock = Clock()
+    log, manager = real_log(tmp_path, clock)
+    p = make(1, clock, log)
+    txn(p, ["x"])
+    p.append_txn_marker(7, 1, 4, committed=False)
+    assert p.snapshot_producer_state()
+    manager.close()
+    state = ProducerStateManager(86_400_000, 100)
+    reopened = LogManager([tmp_path], LogConfig(), clock).get_or_create("t", 0)
+    load_producer_state(reopened, state, clock())
+    entry = state.get(7)
+    assert (entry.producer_epoch, entry.coordinator_epoch, len(entry.batches)) == (1, 4, 0)
