@@ -545,13 +545,17 @@ class Producer:
     def close(self, flush: bool = True, timeout_ms: float | None = None) -> None:
         """Flush (unless ``flush=False``: records not yet sent fail with a KafkaError; batches
         already in flight still get their answer), then stop the I/O thread and close every
-        connection, even if the flush raised. Idempotent."""
+        connection, even if the flush raised. Idempotent. A transactional producer first ends
+        an incomplete transaction as Java's does on a graceful close: aborts an open one,
+        finishes a commit or abort under way; a prepared transaction is left as it is."""
         if self._closed:
             return
         if self._sender.on_io_thread():
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
                              "close() called from a delivery callback: it would wait for itself")
         abandon = not flush
+        if flush and self._txn is not None:
+            self._txn.end_on_close(timeout_ms)
         try:
             if flush and self._sender.started:
                 try:

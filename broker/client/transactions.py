@@ -50,6 +50,7 @@ PreparedTransaction is lost: ``init_transactions()`` on a producer with that id.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from broker.client.accumulator import IN_FLIGHT
@@ -66,6 +67,8 @@ from broker.client.txn_state import (
 from broker.wire import ErrorCode
 
 __all__ = ["PreparedTransaction", "Transactions", "complete_transaction"]
+
+_log = logging.getLogger(__name__)
 
 _FENCED = (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
 
@@ -186,6 +189,20 @@ class Transactions:
         return PreparedTransaction(self.transactional_id, self._sender.producer_id,
                                    self._sender.producer_epoch, partitions)
 
+    def end_on_close(self, timeout_ms: float | None) -> None:
+        """A graceful close (Java's Sender on shutdown): abort an open transaction, finish a
+        commit or abort under way; leave a prepared one (it is completed elsewhere). A failure
+        is logged, not raised: the producer closes anyway (the coordinator aborts the
+        transaction after ``transaction_timeout_ms`` or at the next ``init_transactions``)."""
+        try:
+            if self.state is TxnState.COMMITTING:
+                self.commit(timeout_ms)
+            elif self.state in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR, TxnState.ABORTING):
+                _log.info("aborting the incomplete transaction of %r: the producer is closing", self.transactional_id)
+                self.abort(timeout_ms)
+        except KafkaError as exc:
+            _log.warning("transaction of %r not ended at close: %s", self.transactional_id, exc)
+
     # ------------------------------------------------------------------ steps
 
     def _flush_for_end(self, timeout_ms: float | None) -> None:
@@ -218,10 +235,16 @@ class Transactions:
         """EndTxn, unless the coordinator never heard of the transaction (no partition and no
         offsets added: Java completes such a transaction locally; EndTxn would be INVALID_TXN_STATE)."""
         pid, epoch = self._sender.producer_id, self._sender.producer_epoch
-        with self._state_lock:
-            started = bool(self._sender.txn_added) or self._offsets_added
-        if started:
-            self._coordinated(lambda deadline: self.client.end_txn(pid, epoch, commit, deadline), timeout_ms)
+
+        def end_if_started(deadline: float) -> None:
+            # Read under the I/O lock (``_coordinated`` holds it): an AddPartitionsToTxn the I/O
+            # thread has under way counts once it is done.
+            with self._state_lock:
+                started = bool(self._sender.txn_added) or self._offsets_added
+            if started:
+                self.client.end_txn(pid, epoch, commit, deadline)
+
+        self._coordinated(end_if_started, timeout_ms)
         self._offsets_added = False
         with self._state_lock:
             self._sender.txn_added.clear()

@@ -224,3 +224,18 @@ def test_prepare_then_complete_from_another_producer(kafka):
     (_, end), = requests(kafka, ApiKey.END_TXN)
     assert (end.transactional_id, end.producer_id, end.producer_epoch, end.committed) == ("tx-unit", 4242, 0, True)
     assert len(requests(kafka, ApiKey.INIT_PRODUCER_ID)) == 1  # the driver did not bump the epoch
+
+
+def test_close_aborts_an_open_transaction_but_not_a_prepared_one(kafka):
+    with txn_producer(kafka) as producer:
+        producer.init_transactions(5_000)
+        producer.begin_transaction()
+        producer.send("t", b"open", partition=0)
+        producer.flush()  # on the log: the coordinator has the partition in the transaction
+    assert kafka.coordinator.ended == [False]  # Java's graceful close: "Aborting incomplete transaction"
+    with txn_producer(kafka) as producer:
+        producer.init_transactions(5_000)
+        producer.begin_transaction()
+        producer.send("t", b"prepared", partition=1)
+        producer.prepare_transaction(5_000)
+    assert kafka.coordinator.ended == [False]  # the prepared one is left to complete_transaction
