@@ -325,3 +325,21 @@ def test_prepared_transaction_past_its_timeout_cannot_commit(txn_peer):
         with Producer(txn_peer.bootstrap) as driver, pytest.raises(ProducerFencedError):
             driver.complete_transaction(prepared, commit=True, timeout_ms=DEADLINE_MS)
     assert read_all(txn_peer, topic, 1, "read_committed", 0) == []
+
+
+def test_close_aborts_the_open_transaction(txn_peer):
+    """A producer closed with an open, flushed transaction aborts it (Java's graceful close):
+    the partition's LSO moves on at once, so a later committed record of another transactional
+    id is readable long before the first one's 60 s transaction timeout."""
+    topic = txn_peer.create_topic(unique_topic("txn-close"), partitions=1)
+    producer = txn_producer(txn_peer)
+    producer.begin_transaction()
+    producer.send(topic, b"open-at-close", partition=0)
+    producer.flush()
+    producer.close()
+    assert producer.transaction_state == "Ready"
+    with txn_producer(txn_peer) as other:
+        other.begin_transaction()
+        other.send(topic, b"after", partition=0)
+        other.commit_transaction(DEADLINE_MS)
+    assert read_all(txn_peer, topic, 1, "read_committed", 1) == [b"after"]
