@@ -347,3 +347,31 @@ def test_kafka_python_transactional_producer(broker_cluster):
     finally:
         producer.close(timeout=10)
     assert sorted(read_all(cluster.bootstrap, ["txn-kp"], 3, expect=len(committed))) == sorted(committed)
+
+
+def test_markers_follow_a_new_leader_when_a_partition_leader_dies(broker_cluster):
+    """3 brokers; data at RF=3. V, a broker outside the producer's ``__transaction_state``
+    partition (2 replicas) that leads some of the transaction's partitions, is killed after the
+    records were sent and before EndTxn(commit): the commit is answered at once, its markers to V
+    fail (connection refused) and are retried with backoff until the controller has moved those
+    partitions, then written to the new leaders. Every committed record becomes visible."""
+    cluster = broker_cluster(3, overrides={
+        **TXN_SETTINGS, "transaction.state.log.replication.factor": "2", "transaction.state.log.min.isr": "1",
+        "offsets.topic.replication.factor": "1", "min.insync.replicas": "2"})
+    producer = txn_producer(cluster.bootstrap, "tx-leader-dies")
+    coordinator, replicas = txn_partition(cluster.bootstrap, "tx-leader-dies")
+    victim = next(b.broker_id for b in cluster.brokers if b.broker_id not in replicas)
+    a, b = replicas
+    topics = ["txn-leader-a", "txn-leader-b"]
+    create_topics(cluster.bootstrap, topics, 3, assignment=[[victim, a, b], [a, victim, b], [victim, b, a]])
+    producer.begin_transaction()
+    committed = produce_all(producer, topics, 3, "ld")
+    producer.flush(WAIT_S)
+    cluster.broker(victim).kill(signal.SIGKILL)
+    started = time.perf_counter()
+    producer.commit_transaction(WAIT_S)
+    assert time.perf_counter() - started < 3, "EndTxn waited for the dead leader"
+    bootstrap = ",".join(b.bootstrap for b in cluster.brokers if b.broker_id != victim)
+    assert sorted(read_all(bootstrap, topics, 3, expect=len(committed))) == sorted(committed)
+    log = cluster.broker(coordinator).log_path.read_text()
+    assert f"WriteTxnMarkers to broker {victim} failed" in log, "the markers were not retried"
