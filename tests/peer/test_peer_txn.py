@@ -18,6 +18,8 @@ from peer_support import unique_topic
 from txn_clients import (
     TXN_OFFSET_COMMIT_PENDING,
     Batch,
+    PartitionReader,
+    aborted_from,
     open_txn_producer,
     partition_state,
     pylog_pending,
@@ -25,6 +27,7 @@ from txn_clients import (
     settled,
     txn_peer,  # noqa: F401  (fixture)
     unique_txn_id,
+    wait_for_leaders,
     wait_until,
 )
 
@@ -99,11 +102,13 @@ def test_commit_and_abort_markers_lso_and_visible_records(txn_peer, client):
 def test_an_open_transaction_holds_the_lso_until_it_commits(txn_peer):
     """A committed transaction, then one left open with its records on the log: the LSO stops at
     the open transaction's first offset (Fetch's last_stable_offset and ListOffsets under
-    read_committed), the high watermark does not; a read_committed consumer reads up to the LSO
-    and no further, a read_uncommitted one reads the open records. After the commit the LSO is
-    the high watermark and read_committed continues with the records it waited for."""
+    read_committed), the high watermark does not; read_committed consumers read up to the LSO and
+    stay there (two more polls), a read_uncommitted one reads the open records. After the commit
+    the LSO is the high watermark and the same read_committed consumers go on with the records
+    they waited for."""
     topic = txn_peer.create_topic(unique_topic("txn-open"), partitions=1)
     producer = open_txn_producer("confluent", txn_peer)
+    readers = []
     try:
         producer.begin()
         for value in (b"c1-0", b"c1-1", b"c1-2"):
@@ -120,18 +125,71 @@ def test_an_open_transaction_holds_the_lso_until_it_commits(txn_peer):
                 state.latest_uncommitted) == (6, 4, 4, 6)
         assert state.aborted_first_offsets == []
         committed = [(0, b"c1-0"), (1, b"c1-1"), (2, b"c1-2")]
-        assert read_partition("confluent", txn_peer, topic, 0, "read_committed", 4) == committed
-        assert read_partition("kafka-python", txn_peer, topic, 0, "read_committed", 4) == committed
+        readers = [PartitionReader(client, txn_peer, topic, 0, "read_committed") for client in CLIENTS]
+        for reader in readers:
+            assert reader.read_to(4) == committed
+            assert reader.poll() + reader.poll() == [] and reader.position() == 4
         assert read_partition("confluent", txn_peer, topic, 0, "read_uncommitted", 6) == \
             [*committed, (4, b"o2-0"), (5, b"o2-1")]
         producer.commit()
+        state = settled(txn_peer, topic, 0, 7)
+        for reader in readers:
+            assert reader.read_to(7) == [(4, b"o2-0"), (5, b"o2-1")]
     finally:
+        for reader in readers:
+            reader.close()
         producer.close()
-    state = settled(txn_peer, topic, 0, 7)
     assert state.batches == [data(0, 2), marker(3, "COMMIT"), data(4, 5), marker(6, "COMMIT")]
     assert (state.latest_committed, state.latest_uncommitted) == (7, 7)
-    assert read_partition("confluent", txn_peer, topic, 0, "read_committed", 7) == \
-        [(0, b"c1-0"), (1, b"c1-1"), (2, b"c1-2"), (4, b"o2-0"), (5, b"o2-1")]
+
+
+def test_interleaved_producers_one_aborting_under_anothers_commit(txn_peer):
+    """Two transactional producers on one partition, their batches interleaved: A's open
+    transaction (first offset 0) holds the LSO at 0 although B committed after it (marker 3), so
+    read_committed reads nothing; A aborts (marker 4, LSO 5) and read_committed gets B's record
+    only, A's two records filtered by the aborted transaction Fetch names (first offset 0). Then A
+    commits (5, marker 6) and B aborts (7, marker 8): a read_committed Fetch from 0 names both
+    aborted transactions, one from 2 still names A's (it ends at 4), one from 5 only B's."""
+    topic = wait_for_leaders(txn_peer, txn_peer.create_topic(unique_topic("txn-interleaved"), partitions=1), 1)
+    first, second = (open_txn_producer("confluent", txn_peer) for _ in range(2))
+    try:
+        first.begin()
+        second.begin()
+        for producer, value in ((first, b"a1-0"), (second, b"b1-0"), (first, b"a1-1")):
+            producer.send(topic, 0, value)
+            producer.flush()  # one batch each, in this order
+        second.commit()
+        wait_until(lambda: partition_state(txn_peer, topic).high_watermark == 4, "B's COMMIT marker")
+        state = partition_state(txn_peer, topic)
+        assert state.batches == [data(0, 0), data(1, 1), data(2, 2), marker(3, "COMMIT")]
+        assert (state.last_stable_offset, state.latest_committed) == (0, 0)
+        assert read_partition("confluent", txn_peer, topic, 0, "read_committed", 0) == []
+        first.abort()
+        settled(txn_peer, topic, 0, 5)
+        assert aborted_from(txn_peer, topic, 0, 0) == [0]
+        for client in CLIENTS:
+            assert read_partition(client, txn_peer, topic, 0, "read_committed", 5) == [(1, b"b1-0")]
+        first.begin()
+        first.send(topic, 0, b"a2-0")
+        first.commit()
+        settled(txn_peer, topic, 0, 7)
+        second.begin()
+        second.send(topic, 0, b"b2-0")
+        second.flush()
+        second.abort()
+    finally:
+        first.close()
+        second.close()
+    state = settled(txn_peer, topic, 0, 9)
+    assert state.batches == [data(0, 0), data(1, 1), data(2, 2), marker(3, "COMMIT"), marker(4, "ABORT"),
+                             data(5, 5), marker(6, "COMMIT"), data(7, 7), marker(8, "ABORT")]
+    assert (aborted_from(txn_peer, topic, 0, 0), aborted_from(txn_peer, topic, 0, 2),
+            aborted_from(txn_peer, topic, 0, 5)) == ([0, 7], [0, 7], [7])
+    for client in CLIENTS:
+        assert read_partition(client, txn_peer, topic, 0, "read_committed", 9) == [(1, b"b1-0"), (5, b"a2-0")]
+        assert read_partition(client, txn_peer, topic, 0, "read_committed", 9, start=2) == [(5, b"a2-0")]
+        assert [offset for offset, _ in read_partition(client, txn_peer, topic, 0, "read_uncommitted", 9)] == \
+            [0, 1, 2, 5, 7]
 
 
 def offset_fetch(peer, group: str, topic: str, require_stable: bool) -> tuple[int, str]:

@@ -23,11 +23,10 @@ from wire_probe import connect
 from broker.records import ControlType, decode_batch, decode_control_record, iter_batches
 from broker.wire import ApiKey, ErrorCode, FindCoordinatorRequest
 
-__all__ = ["COORDINATOR_TIMEOUT_S", "FETCH_VERSION", "LIST_OFFSETS_VERSION",
-           "PENDING_REASON", "PYLOG_PENDING", "TRANSACTION_TIMEOUT_MS", "TXN_OFFSET_COMMIT_PENDING",
-           "Batch", "PartitionState", "TxnProducer", "open_txn_producer", "partition_state", "pylog_pending",
-           "read_partition", "settled", "txn_peer", "unique_txn_id", "wait_for_leaders", "wait_for_txn_coordinator",
-           "wait_until"]
+__all__ = ["COORDINATOR_TIMEOUT_S", "FETCH_VERSION", "LIST_OFFSETS_VERSION", "PENDING_REASON", "PYLOG_PENDING",
+           "TRANSACTION_TIMEOUT_MS", "TXN_OFFSET_COMMIT_PENDING", "Batch", "PartitionReader", "PartitionState",
+           "TxnProducer", "aborted_from", "open_txn_producer", "partition_state", "pylog_pending", "read_partition",
+           "settled", "txn_peer", "unique_txn_id", "wait_for_leaders", "wait_for_txn_coordinator", "wait_until"]
 
 PENDING_REASON = "transaction coordinator lands with issue 15"
 PYLOG_PENDING = pytest.mark.xfail(strict=False, reason=PENDING_REASON)
@@ -187,51 +186,66 @@ def open_txn_producer(client: str, peer, transactional_id: str | None = None, **
 # ------------------------------------------------------------------------------- consumers
 
 
-def read_partition(client: str, peer, topic: str, partition: int, isolation: str, end: int) -> list[tuple[int, bytes]]:
-    """(offset, value) of every record a consumer of ``client`` with ``isolation.level``
-    ``isolation`` reads from ``partition``, from offset 0 until its position reaches ``end``
-    (the LSO or the high watermark: markers are skipped, so the position passes them), plus one
-    poll more, so a record too many would show."""
-    if client == "confluent":
-        from confluent_kafka import Consumer, TopicPartition
+class PartitionReader:
+    """A consumer of ``client`` with ``isolation.level`` ``isolation``, assigned ``partition``
+    from ``start``, kept open so a scenario can read, change the log, and read on."""
 
-        consumer = Consumer({"bootstrap.servers": peer.bootstrap, "group.id": unique_txn_id("reader"),
-                             "isolation.level": isolation, "enable.auto.commit": False,
-                             "enable.partition.eof": False})
-        consumer.assign([TopicPartition(topic, partition, 0)])
+    def __init__(self, client: str, peer, topic: str, partition: int, isolation: str, start: int = 0) -> None:
+        self.client, self.isolation, self.where, self.start = client, isolation, f"{topic}-{partition}", start
+        if client == "confluent":
+            from confluent_kafka import Consumer, TopicPartition
 
-        def poll() -> list[tuple[int, bytes]]:
-            messages = consumer.consume(num_messages=500, timeout=0.2)
+            self.consumer = Consumer({"bootstrap.servers": peer.bootstrap, "group.id": unique_txn_id("reader"),
+                                      "isolation.level": isolation, "enable.auto.commit": False,
+                                      "enable.partition.eof": False})
+            self.consumer.assign([TopicPartition(topic, partition, start)])
+            self.tp = TopicPartition(topic, partition)
+        else:
+            from kafka import KafkaConsumer, TopicPartition
+
+            self.consumer = KafkaConsumer(bootstrap_servers=peer.bootstrap, isolation_level=isolation,
+                                          enable_auto_commit=False, group_id=None)
+            self.tp = TopicPartition(topic, partition)
+            self.consumer.assign([self.tp])
+            self.consumer.seek(self.tp, start)
+
+    def poll(self) -> list[tuple[int, bytes]]:
+        if self.client == "confluent":
+            messages = self.consumer.consume(num_messages=500, timeout=0.2)
             assert all(m.error() is None for m in messages), [m.error() for m in messages]
             return [(m.offset(), m.value()) for m in messages]
+        batches = self.consumer.poll(timeout_ms=200)
+        return [(r.offset, r.value) for records in batches.values() for r in records]
 
-        def position() -> int:
-            return consumer.position([TopicPartition(topic, partition)])[0].offset
-    else:
-        from kafka import KafkaConsumer, TopicPartition
+    def position(self) -> int:
+        if self.client == "confluent":  # OFFSET_INVALID (-1001) until a record was consumed: still at start
+            return max(self.consumer.position([self.tp])[0].offset, self.start)
+        return self.consumer.position(self.tp)
 
-        consumer = KafkaConsumer(bootstrap_servers=peer.bootstrap, isolation_level=isolation,
-                                 enable_auto_commit=False, group_id=None)
-        tp = TopicPartition(topic, partition)
-        consumer.assign([tp])
-        consumer.seek(tp, 0)
+    def read_to(self, end: int) -> list[tuple[int, bytes]]:
+        """(offset, value) of the records read until the position reaches ``end`` (the LSO or
+        the high watermark: markers are skipped, so the position passes them), plus one poll
+        more, so a record too many (or a position past ``end``) would show."""
+        records: list[tuple[int, bytes]] = []
+        wait_until(lambda: records.extend(self.poll()) or self.position() >= end,
+                   f"{self.client} ({self.isolation}) at offset {end} of {self.where}")
+        records.extend(self.poll())
+        final = self.position()
+        assert final == end, f"{self.client} ({self.isolation}) read past {end}: at {final}"
+        return records
 
-        def poll() -> list[tuple[int, bytes]]:
-            batches = consumer.poll(timeout_ms=200)
-            return [(r.offset, r.value) for records in batches.values() for r in records]
+    def close(self) -> None:
+        self.consumer.close()
 
-        def position() -> int:
-            return consumer.position(tp)
-    records: list[tuple[int, bytes]] = []
+
+def read_partition(client: str, peer, topic: str, partition: int, isolation: str, end: int,
+                   start: int = 0) -> list[tuple[int, bytes]]:
+    """``PartitionReader.read_to(end)`` of a reader opened for it and closed after."""
+    reader = PartitionReader(client, peer, topic, partition, isolation, start)
     try:
-        wait_until(lambda: records.extend(poll()) or position() >= end,
-                   f"{client} ({isolation}) at offset {end} of {topic}-{partition}")
-        records.extend(poll())
-        final = position()
+        return reader.read_to(end)
     finally:
-        consumer.close()
-    assert final == end, f"{client} ({isolation}) read past {end}: at {final}"
-    return records
+        reader.close()
 
 
 # ---------------------------------------------------------------------- the broker's state
@@ -262,11 +276,11 @@ class PartitionState(NamedTuple):
     aborted_by_the_batches_producer: bool
 
 
-def _fetch(raw, topic: str, partition: int, isolation_level: int):
+def _fetch(raw, topic: str, partition: int, isolation_level: int, fetch_offset: int = 0):
     [answer] = raw.call(ApiKey.FETCH, FETCH_VERSION, {
         "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 24,
         "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
-        "topics": [{"topic": topic, "partitions": [{"partition": partition, "fetch_offset": 0,
+        "topics": [{"topic": topic, "partitions": [{"partition": partition, "fetch_offset": fetch_offset,
                                                    "partition_max_bytes": 1 << 24}]}],
         "forgotten_topics_data": [], "rack_id": ""}).responses
     [answer] = answer.partitions
@@ -334,3 +348,11 @@ def settled(peer, topic: str, partition: int, high_watermark: int) -> PartitionS
     return wait_until(lambda: (s := partition_state(peer, topic, partition)).last_stable_offset == high_watermark
                       and s.high_watermark == high_watermark and s,
                       f"{topic}-{partition} stable at {high_watermark}")
+
+
+def aborted_from(peer, topic: str, partition: int, fetch_offset: int) -> list[int]:
+    """The first offsets of the aborted transactions a read_committed Fetch from
+    ``fetch_offset`` names (those whose data reaches ``fetch_offset`` or later, below the LSO)."""
+    with connect(peer) as raw:
+        answer = _fetch(raw, topic, partition, READ_COMMITTED, fetch_offset)
+    return sorted(a.first_offset for a in answer.aborted_transactions or [])
