@@ -15,7 +15,9 @@ shell does its I/O, the way ``broker.server.controller`` serves ``ControllerCore
   previous leader is in this log, and reading only below the high watermark means the state built
   is one that cannot be truncated away), reads the partition from its log start in chunks of
   ``offsets.load.buffer.size`` bytes, decodes the batches (off the event loop when a chunk is
-  large; control batches skipped) and hands every (key, value) to ``core.load_partition``.
+  large; control batches skipped) and hands every (key, value) to ``core.load_partition`` — or,
+  for a partition of ``_SCAN_BYTES_MIN`` or more, its bytes scanned into columns on a thread
+  (``bulk_load.ScannedRecords``), which the core replays column-wise.
   Leadership lost (another leader, or the partition removed from this broker): the load task is
   cancelled and ``core.unload_partition`` answers the parked requests NOT_COORDINATOR. A new
   leader epoch of a leadership kept changes nothing: the log was not truncated in between.
