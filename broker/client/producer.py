@@ -480,7 +480,7 @@ class Producer:
         self._require_txn().begin()
 
     def send_offsets_to_transaction(self, offsets: dict, group_metadata, timeout_ms: float | None = None) -> None:
-        """Commit ``offsets`` ({(topic, partition): offset or (offset, metadata)}) to the
+        """Commit ``offsets`` ({(topic, partition): offset, (offset, metadata) or OffsetAndMetadata}) to the
         consumer group with this transaction; ``group_metadata`` is ``Consumer.group_metadata()``
         (KIP-447: the group coordinator fences a stale generation or member) or a group id."""
         self._require_txn().send_offsets(offsets, group_metadata, timeout_ms)

@@ -77,12 +77,15 @@ class TxnCoordinatorClient:
     def txn_offset_commit(self, producer_id: int, producer_epoch: int, offsets: dict, group: dict,
                           deadline_ms: float) -> None:
         """TxnOffsetCommit to the group's coordinator; ``offsets`` maps (topic, partition) to an
-        offset or (offset, metadata); ``group`` is ``Consumer.group_metadata()`` (or just
+        offset, (offset, metadata) or an ``OffsetAndMetadata``; ``group`` is ``Consumer.group_metadata()`` (or just
         ``{"group_id": ...}``: generation -1 and no member id, which the coordinator does not
         fence, as Java's deprecated String overload)."""
         topics = defaultdict(list)
         for (topic, partition), value in sorted(offsets.items()):
-            offset, metadata = value if isinstance(value, tuple) else (value, "")
+            if hasattr(value, "offset"):  # an OffsetAndMetadata
+                offset, metadata = value.offset, getattr(value, "metadata", "") or ""
+            else:
+                offset, metadata = value if isinstance(value, tuple) else (value, "")
             topics[topic].append({"partition_index": partition, "committed_offset": offset,
                                   "committed_leader_epoch": -1, "committed_metadata": metadata})
         body = {"transactional_id": self.transactional_id, "group_id": group["group_id"],

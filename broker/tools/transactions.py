@@ -46,7 +46,8 @@ def add_transactions_parser(subparsers) -> argparse.ArgumentParser:
                          help="only transactions running longer than this many ms (< 0: all)")
     describe = actions.add_parser("describe", help="describe the state of an active transactional-id")
     describe.add_argument("--transactional-id", required=True)
-    producers = actions.add_parser("describe-producers", help="describe the states of active producers for a topic partition")
+    producers = actions.add_parser("describe-producers",
+                                   help="describe the states of active producers for a topic partition")
     producers.add_argument("--broker-id", type=int, default=None)
     producers.add_argument("--topic", required=True)
     producers.add_argument("--partition", type=int, required=True)
@@ -147,7 +148,8 @@ def _describe_producers(txn: TxnAdmin, args, out: TextIO) -> None:
 def _abort(txn: TxnAdmin, args) -> None:
     tp = (args.topic, args.partition)
     if args.start_offset is None:
-        missing = [name for name in ("producer_id", "producer_epoch", "coordinator_epoch") if getattr(args, name) is None]
+        missing = [name for name in ("producer_id", "producer_epoch", "coordinator_epoch")
+                   if getattr(args, name) is None]
         if missing:
             raise _Failed(f"Missing required argument --{missing[0].replace('_', '-')}")
         pid, epoch, coordinator_epoch = args.producer_id, args.producer_epoch, max(args.coordinator_epoch, 0)
@@ -185,7 +187,8 @@ def _find_hanging(txn: TxnAdmin, admin: AdminClient, args, out: TextIO) -> None:
     try:
         by_tp = txn.describe_producers(tps, broker_id=args.broker_id)
     except KafkaError as exc:
-        raise _failed(f"Failed to describe producers for {len(tps)} partitions on broker {args.broker_id}", exc) from None
+        raise _failed(f"Failed to describe producers for {len(tps)} partitions on broker {args.broker_id}",
+                      exc) from None
     now = _now_ms()
     candidates = [(tp, s) for tp, states in by_tp.items() for s in states
                   if s.current_txn_start_offset is not None and now - s.last_timestamp > max_timeout_ms]

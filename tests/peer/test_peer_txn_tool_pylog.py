@@ -39,7 +39,8 @@ def pylog_tool(peer, *args: str, status: int = 0) -> tuple[str, str]:
 
 
 def kafka_tool(peer, *args: str) -> str:
-    result = run_kafka_tool("kafka-transactions", ["--bootstrap-server", peer.bootstrap, *args], timeout_s=TOOL_TIMEOUT_S)
+    result = run_kafka_tool("kafka-transactions", ["--bootstrap-server", peer.bootstrap, *args],
+                            timeout_s=TOOL_TIMEOUT_S)
     assert result.returncode == 0, result.stderr.decode(errors="replace")[-3000:]
     return result.stdout.decode()
 

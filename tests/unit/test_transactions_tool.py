@@ -22,8 +22,10 @@ def test_pretty_table_is_kafkas_layout():
 
 
 @pytest.mark.parametrize("args,message", [
-    (["find-hanging"], "The `find-hanging` command requires either --topic or --broker-id to limit the scope of the search"),
-    (["find-hanging", "--broker-id", "1", "--partition", "0"], "The --partition argument requires --topic to be provided"),
+    (["find-hanging"],
+     "The `find-hanging` command requires either --topic or --broker-id to limit the scope of the search"),
+    (["find-hanging", "--broker-id", "1", "--partition", "0"],
+     "The --partition argument requires --topic to be provided"),
 ])
 def test_find_hanging_scope_is_required(args, message):
     parsed = _build_parser().parse_args(["transactions", "--bootstrap-server", "127.0.0.1:1", *args])
