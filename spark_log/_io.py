@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker.client import AdminClient, ClientConfig, Consumer, KafkaError, Producer
+from broker.client import AdminClient, ClientConfig, Consumer, KafkaError, PreparedTransaction, Producer
 from broker.client.offset_store import ZkOffsetStore
 from broker.wire import ErrorCode
 
@@ -45,6 +45,7 @@ __all__ = [
     "read_range",
     "WriteSettings",
     "write_batches",
+    "write_transaction",
     "open_offset_store",
 ]
 
@@ -317,18 +318,53 @@ def write_batches(settings: WriteSettings, batches: Iterable[pa.RecordBatch]) ->
     (at-least-once)."""
     kwargs = dict(settings.producer)
     kwargs.setdefault("client_id", "pylog-spark-writer")
-    deliveries = []
     with Producer(settings.bootstrap_servers, **kwargs) as producer:
-        for table in _runs(batches, SEND_RUN_BYTES):
-            has_headers = "headers" in table.schema.names
-            with_partition = "partition" in table.schema.names
-            for topic, rows in _by_topic(table, settings.topic):
-                # A null partition is the partitioner's choice, resolved inside send_arrow
-                # together with the given ones, so rows keep the task's order per partition.
-                deliveries.append(producer.send_arrow(
-                    topic, rows, partition="partition" if with_partition else None,
-                    headers_column="headers" if has_headers else None))
+        deliveries = _send_all(producer, settings, batches)
         producer.flush()
+    return _written(deliveries)
+
+
+def write_transaction(settings: WriteSettings, batches: Iterable[pa.RecordBatch], transactional_id: str,
+                      transaction_timeout_ms: int) -> tuple[dict[TopicPartition, int], PreparedTransaction | None]:
+    """Phase one of the exactly-once write (``spark_log.transactions``): every row inside one
+    transaction of ``transactional_id``, prepared (flushed, left open) for the driver to
+    complete. None when the task had no rows (no transaction opened). A failure aborts the
+    transaction before raising, so a failed attempt leaves nothing open behind it when it can."""
+    kwargs = dict(settings.producer)
+    kwargs.setdefault("client_id", "pylog-spark-writer")
+    kwargs.pop("enable_idempotence", None)
+    with Producer(settings.bootstrap_servers, transactional_id=transactional_id,
+                  transaction_timeout_ms=transaction_timeout_ms, **kwargs) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        try:
+            deliveries = _send_all(producer, settings, batches)
+            prepared = producer.prepare_transaction()
+        except BaseException:
+            try:
+                producer.abort_transaction()
+            except Exception as exc:  # the driver's sweep or the timeout ends it then
+                log.warning("aborting %s after a failed write: %s", transactional_id, exc)
+            raise
+    written = _written(deliveries)
+    return written, (prepared if prepared.partitions else None)
+
+
+def _send_all(producer: Producer, settings: WriteSettings, batches: Iterable[pa.RecordBatch]) -> list:
+    deliveries = []
+    for table in _runs(batches, SEND_RUN_BYTES):
+        has_headers = "headers" in table.schema.names
+        with_partition = "partition" in table.schema.names
+        for topic, rows in _by_topic(table, settings.topic):
+            # A null partition is the partitioner's choice, resolved inside send_arrow
+            # together with the given ones, so rows keep the task's order per partition.
+            deliveries.append(producer.send_arrow(
+                topic, rows, partition="partition" if with_partition else None,
+                headers_column="headers" if has_headers else None))
+    return deliveries
+
+
+def _written(deliveries: list) -> dict[TopicPartition, int]:
     written: dict[TopicPartition, int] = defaultdict(int)
     for group in deliveries:
         for delivery in group.get():

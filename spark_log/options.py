@@ -63,8 +63,10 @@ SOURCE_OPTIONS = (
     "minOffsetsPerTrigger", "maxTriggerDelay", "includeHeaders", "groupIdPrefix",
     "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
     "offsets.store", "zookeeper.connect", "zookeeper.session.timeout.ms",
+    "isolation.level",  # the name of kafka.isolation.level without the prefix (read_committed: to the LSO)
 )
-SINK_OPTIONS = ("kafka.bootstrap.servers", "topic", "includeHeaders")
+SINK_OPTIONS = ("kafka.bootstrap.servers", "topic", "includeHeaders", "deliveryGuarantee",
+                "transactionalIdPrefix", "transactionTimeoutMs", "commitLogTopic")
 # Options Spark itself adds or that belong to other layers; never reported as unknown.
 _FOREIGN_OPTIONS = {"path", "checkpointlocation", "queryname"}
 
@@ -166,6 +168,16 @@ class SinkOptions:
     topic: str | None
     producer: Mapping[str, object] = field(default_factory=dict)  # broker.client.Producer kwargs
     warnings: tuple[str, ...] = ()
+    # Exactly-once (spark_log.transactions); the prefix is None when neither the option nor a
+    # checkpointLocation option gives one (batch jobs make their own; streams must have one).
+    delivery_guarantee: str = "at-least-once"
+    transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int = 60_000
+    commit_log_topic: str = "pylog-spark-commits"
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery_guarantee == EXACTLY_ONCE
 
 
 # ---------------------------------------------------------------------------------------- helpers
@@ -241,7 +253,10 @@ def _bootstrap(opts: dict) -> str:
 
 
 def _kafka_params(opts: dict) -> dict[str, str]:
-    return {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
+    params = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
+    if "isolation.level" in opts:  # the unprefixed name; kafka.isolation.level wins
+        params.setdefault("isolation.level", opts["isolation.level"])
+    return params
 
 
 # ---------------------------------------------------------------------------------------- source
@@ -530,6 +545,39 @@ def _producer_settings(opts: dict) -> tuple[dict, list[str]]:
     return settings, warnings
 
 
+AT_LEAST_ONCE, EXACTLY_ONCE = "at-least-once", "exactly-once"
+DEFAULT_DELIVERY_GUARANTEE = AT_LEAST_ONCE
+# Kafka's transaction.timeout.ms default; the broker caps it (transaction.max.timeout.ms, 15 min).
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+
+
+def _guarantee_options(opts: dict, producer: dict) -> dict:
+    """``deliveryGuarantee``, ``transactionalIdPrefix`` (default from the ``checkpointLocation``
+    option: ``spark_log.transactions.default_prefix``), ``transactionTimeoutMs``, ``commitLogTopic``."""
+    from spark_log.transactions import default_prefix
+
+    guarantee = opts.get("deliveryguarantee", DEFAULT_DELIVERY_GUARANTEE).strip().lower()
+    if guarantee not in (AT_LEAST_ONCE, EXACTLY_ONCE):
+        raise OptionError(f"Option 'deliveryGuarantee' must be '{AT_LEAST_ONCE}' or '{EXACTLY_ONCE}', "
+                          f"got {opts['deliveryguarantee']!r}")
+    if guarantee == EXACTLY_ONCE and (producer.get("acks", -1) != -1 or producer.get("enable_idempotence") is False):
+        raise OptionError("Option 'deliveryGuarantee' = 'exactly-once' needs 'kafka.acks' = 'all' "
+                          "and idempotence (transactions are idempotent writes)")
+    prefix = opts.get("transactionalidprefix")
+    if prefix is not None and not prefix.strip():
+        raise OptionError("Option 'transactionalIdPrefix' is empty")
+    topic = opts.get("commitlogtopic", "pylog-spark-commits").strip()
+    if not topic:
+        raise OptionError("Option 'commitLogTopic' is empty")
+    return {
+        "delivery_guarantee": guarantee,
+        "transactional_id_prefix": prefix.strip() if prefix else default_prefix(opts.get("checkpointlocation")),
+        "transaction_timeout_ms": _default(_int(opts, "transactionTimeoutMs", maximum=_INT32_MAX),
+                                           DEFAULT_TRANSACTION_TIMEOUT_MS),
+        "commit_log_topic": topic,
+    }
+
+
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     """Validate the options of ``df.write``/``df.writeStream``."""
     opts = _lower(options)
@@ -541,4 +589,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
                           "and provide a 'topic' column")
     producer, warnings = _producer_settings(opts)
     producer = {**SINK_PRODUCER_DEFAULTS, **producer}
-    return SinkOptions(bootstrap, topic.strip() if topic else None, producer, tuple(warnings))
+    guarantee = _guarantee_options(opts, producer)
+    return SinkOptions(bootstrap, topic.strip() if topic else None, producer, tuple(warnings), **guarantee)

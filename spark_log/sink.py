@@ -4,11 +4,12 @@ Columns (Spark's Kafka sink): ``value`` (required), ``key``, ``topic`` (unless t
 option is set; the option wins), ``partition`` (null or absent: the producer's partitioner),
 ``headers``; string or binary. Producer settings come from ``kafka.*`` options.
 
-Guarantee: at-least-once, like Spark's Kafka sink. Each task sends its rows and flushes before it
-returns, so rows are visible before the driver's commit; a retried task or batch writes its rows
-again. The shape is the one a transactional sink needs: ``write`` returns a ``WrittenRecords``
-message and the driver's ``commit(messages[, batchId])`` is the step that will publish staged
-writes once the broker has transactions (DESIGN "Spark write and exactly-once").
+Guarantee (``deliveryGuarantee``): ``at-least-once`` (the default), like Spark's Kafka sink: each
+task sends its rows and flushes before it returns, so rows are visible before the driver's
+commit; a retried task or batch writes its rows again. ``exactly-once``: each task writes inside a
+Kafka transaction that it prepares and returns in its ``WrittenRecords`` message; the driver's
+``commit`` records the intent and completes them (``spark_log.transactions``), ``abort`` aborts
+them, and a stream's writer first recovers what a dead driver left (roll forward or abort).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from spark_log._io import WriteSettings, write_batches
+from spark_log._io import WriteSettings, write_batches, write_transaction
 from spark_log.offsets import TopicPartition, format_partitions
-from spark_log.options import SinkOptions
+from spark_log.options import OptionError, SinkOptions
+from spark_log.transactions import Committer, TxnSettings, batch_prefix, transactional_id
 
 __all__ = ["WrittenRecords", "PylogWriter", "PylogStreamWriter"]
 
@@ -42,20 +44,23 @@ class WrittenRecords(WriterCommitMessage):
     partition_id: int = -1
     attempt: int = -1
     batch_id: int | None = None
+    prepared: object = None  # broker.client.PreparedTransaction of an exactly-once task, if any rows
 
     @property
     def total(self) -> int:
         return sum(self.records.values())
 
 
-def _task_identity() -> tuple[int, int, int | None]:
+def _task_identity() -> tuple[int, int, int | None, int]:
+    """(partition id, attempt number, micro-batch id or None, task attempt id: unique in the app)."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     if context is None:
-        return -1, -1, None
+        return -1, -1, None, -1
     batch = context.getLocalProperty("streaming.sql.batchId")
-    return context.partitionId(), context.attemptNumber(), None if batch is None else int(batch)
+    return (context.partitionId(), context.attemptNumber(), None if batch is None else int(batch),
+            context.taskAttemptId())
 
 
 # Set in the environment of Spark's Python workers (e.g. by the driver before the session starts)
@@ -64,14 +69,28 @@ def _task_identity() -> tuple[int, int, int | None]:
 PROFILE_DIR_ENV = "PYLOG_WRITE_PROFILE_DIR"
 
 
-def _write(settings: WriteSettings, iterator) -> WrittenRecords:
-    partition_id, attempt, batch_id = _task_identity()
-    profile_dir = os.environ.get(PROFILE_DIR_ENV)
-    if profile_dir:
-        written = _profiled(profile_dir, partition_id, lambda: write_batches(settings, iterator))
+def _write(settings: WriteSettings, iterator, txn: TxnSettings | None = None) -> WrittenRecords:
+    partition_id, attempt, batch_id, task_attempt_id = _task_identity()
+    if txn is not None:
+        tid = transactional_id(txn.prefix, batch_id or 0, partition_id, attempt, task_attempt_id)
+        write = lambda: write_transaction(settings, iterator, tid, txn.transaction_timeout_ms)  # noqa: E731
     else:
-        written = write_batches(settings, iterator)
-    return WrittenRecords(written, partition_id, attempt, batch_id)
+        write = lambda: (write_batches(settings, iterator), None)  # noqa: E731
+    profile_dir = os.environ.get(PROFILE_DIR_ENV)
+    written, prepared = _profiled(profile_dir, partition_id, write) if profile_dir else write()
+    return WrittenRecords(written, partition_id, attempt, batch_id, prepared)
+
+
+def _txn_settings(options: SinkOptions, prefix: str | None) -> TxnSettings | None:
+    if not options.exactly_once:
+        return None
+    timeout = options.producer.get("request_timeout_ms")
+    return TxnSettings(prefix, options.transaction_timeout_ms, options.commit_log_topic,
+                       options.bootstrap_servers, int(timeout) if timeout else 30_000)
+
+
+def _prepared(messages) -> list:
+    return [m.prepared for m in messages if isinstance(m, WrittenRecords) and m.prepared is not None]
 
 
 def _profiled(profile_dir: str, partition_id: int, fn):
@@ -102,30 +121,65 @@ def write_settings(options: SinkOptions) -> WriteSettings:
 
 
 class PylogWriter(DataSourceArrowWriter):
+    """``df.write``. Exactly-once: all or nothing, every task's transaction committed by the
+    driver's ``commit`` or none (a batch job is not restarted: no commit log, a fresh prefix)."""
+
     def __init__(self, options: SinkOptions) -> None:
         self._settings = write_settings(options)
+        self._txn = _txn_settings(options, options.transactional_id_prefix or batch_prefix())
 
     def write(self, iterator) -> WrittenRecords:
-        return _write(self._settings, iterator)
+        return _write(self._settings, iterator, self._txn)
 
     def commit(self, messages) -> None:
+        if self._txn is not None:
+            committer = Committer(self._txn)
+            committer.commit(_prepared(messages), 0, durable=False)
+            committer.abort_lingering()  # failed or losing speculative attempts
         log.info("pylog batch write committed: %s", _summary(messages))
 
     def abort(self, messages) -> None:
+        if self._txn is not None:
+            Committer(self._txn).abort(_prepared(messages))
+            log.warning("pylog batch write aborted; its transactions aborted: %s", _summary(messages))
+            return
         # At-least-once: what the finished tasks sent stays in the log.
         log.warning("pylog batch write aborted; records already sent stay written: %s", _summary(messages))
 
 
 class PylogStreamWriter(DataSourceStreamArrowWriter):
+    """``df.writeStream``. Spark asks for a new writer (on the driver) for every micro-batch,
+    before its tasks run: the exactly-once writer recovers there (``Committer.recover``)."""
+
     def __init__(self, options: SinkOptions) -> None:
         self._settings = write_settings(options)
+        self._txn = None
+        if options.exactly_once:
+            if options.transactional_id_prefix is None:
+                raise OptionError("deliveryGuarantee 'exactly-once' needs a stable transactional id prefix: "
+                                  "set the 'checkpointLocation' option on writeStream (the prefix is derived "
+                                  "from it) or 'transactionalIdPrefix'")
+            self._txn = _txn_settings(options, options.transactional_id_prefix)
+            Committer(self._txn).recover()
 
     def write(self, iterator) -> WrittenRecords:
-        return _write(self._settings, iterator)
+        return _write(self._settings, iterator, self._txn)
 
     def commit(self, messages, batchId: int) -> None:
+        if self._txn is not None:
+            started = time.perf_counter()
+            committer = Committer(self._txn)
+            committer.commit(_prepared(messages), batchId)
+            committer.abort_lingering()  # failed or losing speculative attempts of this batch
+            log.info("pylog stream batch %d committed in %.1f ms: %s", batchId,
+                     (time.perf_counter() - started) * 1000, _summary(messages))
+            return
         log.info("pylog stream batch %d committed: %s", batchId, _summary(messages))
 
     def abort(self, messages, batchId: int) -> None:
+        if self._txn is not None:
+            Committer(self._txn).abort(_prepared(messages))
+            log.warning("pylog stream batch %d aborted; its transactions aborted: %s", batchId, _summary(messages))
+            return
         log.warning("pylog stream batch %d aborted; records already sent stay written: %s",
                     batchId, _summary(messages))
