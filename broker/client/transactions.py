@@ -81,19 +81,29 @@ class PreparedTransaction:
     producer_id: int
     producer_epoch: int
     partitions: tuple[tuple[str, int], ...]
+    has_offsets: bool = False  # send_offsets_to_transaction was called in it
+
+    @property
+    def empty(self) -> bool:
+        """Nothing reached the coordinator (no partition, no offsets): completing it is a no-op."""
+        return not self.partitions and not self.has_offsets
 
     def to_dict(self) -> dict:
         return {"transactional_id": self.transactional_id, "producer_id": self.producer_id,
-                "producer_epoch": self.producer_epoch, "partitions": [list(tp) for tp in self.partitions]}
+                "producer_epoch": self.producer_epoch, "partitions": [list(tp) for tp in self.partitions],
+                "has_offsets": self.has_offsets}
 
     @classmethod
     def from_dict(cls, d: dict) -> "PreparedTransaction":
         return cls(str(d["transactional_id"]), int(d["producer_id"]), int(d["producer_epoch"]),
-                   tuple((str(t), int(p)) for t, p in d.get("partitions", ())))
+                   tuple((str(t), int(p)) for t, p in d.get("partitions", ())), bool(d.get("has_offsets", False)))
 
 
 def complete_transaction(cluster, io_lock, prepared: PreparedTransaction, commit: bool, timeout_ms: float) -> None:
-    """EndTxn for ``prepared`` with its stored producer id and epoch (``io_lock`` guards ``cluster``)."""
+    """EndTxn for ``prepared`` with its stored producer id and epoch (``io_lock`` guards ``cluster``);
+    none for an empty one (the coordinator never heard of it: EndTxn would be INVALID_TXN_STATE)."""
+    if prepared.empty:
+        return
     client = TxnCoordinatorClient(cluster, prepared.transactional_id)
     with io_lock:
         client.end_txn(prepared.producer_id, prepared.producer_epoch, commit,
@@ -187,7 +197,7 @@ class Transactions:
         with self._state_lock:
             partitions = tuple(sorted(self._sender.txn_added))
         return PreparedTransaction(self.transactional_id, self._sender.producer_id,
-                                   self._sender.producer_epoch, partitions)
+                                   self._sender.producer_epoch, partitions, self._offsets_added)
 
     def end_on_close(self, timeout_ms: float | None) -> None:
         """A graceful close (Java's Sender on shutdown): abort an open transaction, finish a

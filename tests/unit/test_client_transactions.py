@@ -239,3 +239,16 @@ def test_close_aborts_an_open_transaction_but_not_a_prepared_one(kafka):
         producer.send("t", b"prepared", partition=1)
         producer.prepare_transaction(5_000)
     assert kafka.coordinator.ended == [False]  # the prepared one is left to complete_transaction
+
+
+def test_an_empty_prepared_transaction_completes_without_end_txn(kafka):
+    """A Spark task that wrote no row: its PreparedTransaction is empty and completing it is a
+    no-op (EndTxn would be INVALID_TXN_STATE: the coordinator never heard of it)."""
+    with txn_producer(kafka) as producer:
+        producer.init_transactions(5_000)
+        producer.begin_transaction()
+        prepared = producer.prepare_transaction(5_000)
+    assert prepared.empty and prepared.partitions == () and not prepared.has_offsets
+    with Producer(kafka.bootstrap, config=FAST) as driver:
+        driver.complete_transaction(prepared, commit=True, timeout_ms=5_000)
+    assert requests(kafka, ApiKey.END_TXN) == []

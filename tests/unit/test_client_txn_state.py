@@ -118,7 +118,7 @@ def test_exceptions_for_final_errors():
 
 
 def test_prepared_transaction_round_trips_as_a_dict():
-    prepared = PreparedTransaction("tx-1", 1234, 7, (("a", 0), ("b", 3)))
+    prepared = PreparedTransaction("tx-1", 1234, 7, (("a", 0), ("b", 3)), has_offsets=True)
     import json
 
     assert PreparedTransaction.from_dict(json.loads(json.dumps(prepared.to_dict()))) == prepared
