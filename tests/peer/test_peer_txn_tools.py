@@ -1,7 +1,8 @@
 """Apache Kafka's ``kafka-transactions`` tool against Apache Kafka and against pylog (issue 15):
 ``list``, ``describe --transactional-id``, ``describe-producers``, ``find-hanging`` and
 ``abort`` (the operator's way out of a transaction that holds the LSO), all on one open
-transaction.
+transaction; and ``kafka-dump-log`` reading each system's aborted-transaction index
+(``.txnindex``).
 
 The outcome is stated once (what the tool prints against Apache Kafka 4.1) and checked on each
 system; columns that must differ (times, durations) are left out where parsed, producer ids are
@@ -19,8 +20,10 @@ from txn_clients import (
     settled,
     txn_peer,  # noqa: F401  (fixture)
     unique_txn_id,
+    wait_for_leaders,
     wait_until,
 )
+from txn_wire import TxnWire
 
 from broker.tools.kafka_peer import run_kafka_tool
 
@@ -111,3 +114,37 @@ def test_kafka_transactions_lists_describes_and_aborts_an_open_transaction(txn_p
     assert state.batches[-1] == Batch(7, 7, True, "ABORT")
     wait_until(lambda: transactions_tool(txn_peer, "describe", "--transactional-id", transactional_id)[0][0][
         "TransactionState"] == "CompleteAbort", f"{transactional_id} CompleteAbort")
+
+
+def dump_txn_index(peer, topic: str) -> list[dict[str, str]]:
+    """kafka-dump-log of ``topic``-0's first .txnindex: each entry as {field: value}."""
+    path = peer.data_dirs[0] / f"{topic}-0" / "00000000000000000000.txnindex"
+    assert path.is_file(), f"{peer}: no {path.name} in {path.parent}"
+    result = run_kafka_tool("kafka-dump-log", ["--files", str(path)], timeout_s=TOOL_TIMEOUT_S)
+    assert result.returncode == 0, result.stderr.decode(errors="replace")[-3000:]
+    entries = []
+    for line in result.stdout.decode(errors="replace").splitlines():
+        if line.startswith("version:"):
+            words = line.split()
+            entries.append(dict(zip((w.rstrip(":") for w in words[::2]), words[1::2])))
+    return entries
+
+
+def test_kafka_dump_log_reads_the_aborted_transaction_index(txn_peer):
+    """Kafka's DumpLogSegments reads each system's ``.txnindex`` (Kafka's layout: 34-byte
+    entries, version 0): one entry per aborted transaction, written when its ABORT marker is
+    appended, with its first offset, the marker's offset and the LSO after it; none for the
+    committed one between them."""
+    topic = wait_for_leaders(txn_peer, txn_peer.create_topic(unique_topic("txn-index"), partitions=1), 1)
+    with TxnWire(txn_peer, "index") as wire:
+        assert wire.init() == "NONE"
+        for values, committed in (([b"a-0", b"a-1"], False), ([b"c-0"], True), ([b"b-0", b"b-1", b"b-2"], False)):
+            assert wire.add_partitions([(topic, 0)]) == {(topic, 0): "NONE"}
+            assert wire.produce(topic, 0, values)[0] == "NONE"
+            assert wire.end(committed) == "NONE"
+            wire.wait_for_state("CompleteCommit" if committed else "CompleteAbort")
+        producer_id = str(wire.producer_id)
+    settled(txn_peer, topic, 0, 9)
+    assert dump_txn_index(txn_peer, topic) == [
+        {"version": "0", "producerId": producer_id, "firstOffset": "0", "lastOffset": "2", "lastStableOffset": "3"},
+        {"version": "0", "producerId": producer_id, "firstOffset": "5", "lastOffset": "8", "lastStableOffset": "9"}]
