@@ -7,13 +7,15 @@ Inputs
 ------
 * ``handle(token, api_key, api_version, request, client_id, client_host, now_ms) -> list[Effect]``
   — one decoded request of JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-  OffsetDelete, ListGroups, DescribeGroups, DeleteGroups (``request`` is the ``broker.wire``
+  OffsetDelete, ListGroups, DescribeGroups, DeleteGroups, TxnOffsetCommit (``request`` is the ``broker.wire``
   request object of that API at ``api_version``). ``token`` is the shell's opaque handle for the
   request: every request gets exactly one ``Reply(token, response)``, now or later (JoinGroup and
   SyncGroup park until the rebalance completes; commits wait for their append).
 * ``load_partition(partition, records, now_ms) -> list[Effect]`` — this broker now leads
   ``__consumer_offsets`` partition ``partition``; ``records`` is every (key bytes, value bytes or
-  None) of the partition up to its high watermark, in offset order. Until ``begin_load`` ...
+  None) of the partition up to its high watermark, in offset order; a record of a transactional
+  batch comes as ``(None, shard.TxnRecord)``, a COMMIT/ABORT marker as ``(None, shard.TxnMarker)``
+  (the shell may leave both out of a partition without transactional batches). Until ``begin_load`` ...
   ``load_partition`` the groups of that partition answer COORDINATOR_LOAD_IN_PROGRESS (14).
 * ``begin_load(partition)`` — leadership gained, records not read yet.
 * ``unload_partition(partition) -> list[Effect]`` — leadership lost: its groups are dropped, parked
@@ -21,6 +23,10 @@ Inputs
   ``write_done`` is then ignored).
 * ``write_done(write_id, error_code, now_ms) -> list[Effect]`` — an ``Append`` finished: 0 when
   the records are replicated (acks=all), else the produce error code. The cache changes only now.
+* ``transaction_completed(partition, producer_id, producer_epoch, committed, now_ms) ->
+  list[Effect]`` — a COMMIT (``committed``) or ABORT marker of ``producer_id`` is replicated in
+  ``__consumer_offsets`` partition ``partition``: that producer's pending transactional offsets
+  (TxnOffsetCommit) of the partition are materialized or dropped (``txn_offsets``).
 * ``tick(now_ms) -> list[Effect]`` — timers: session expiry, rebalance timeout, initial
   rebalance delay, offsets retention. ``next_deadline()`` says when the next tick is due
   (None: no timer); ``added_deadline()`` the earliest deadline scheduled since it was last
@@ -31,7 +37,8 @@ Outputs (effects, in order)
 * ``Reply(token, response)`` — send ``response`` (a ``broker.wire`` response object) for ``token``.
 * ``Append(write_id, partition, records)`` — append ``records`` (list of (key, value-or-None)
   bytes) as one batch to ``__consumer_offsets`` partition ``partition`` with acks=all, then call
-  ``write_done(write_id, ...)``.
+  ``write_done(write_id, ...)``. When ``transactional`` (TxnOffsetCommit), the batch is a
+  transactional one of ``producer_id``/``producer_epoch`` and must not be merged with others.
 
 The group of a request is ``partition_for(group_id, settings.num_partitions)``; a group whose
 partition is neither loaded nor loading answers NOT_COORDINATOR.
@@ -43,7 +50,7 @@ import functools
 import itertools
 from typing import Iterable
 
-from broker.coordinator.group import admin, join, offsets, rebalance, sync
+from broker.coordinator.group import admin, join, offsets, rebalance, sync, txn_offsets
 from broker.coordinator.group import responses as rsp
 from broker.coordinator.group.effects import Append, Effect, GroupSettings, Reply
 from broker.coordinator.group.shard import Shard
@@ -59,6 +66,8 @@ COORDINATOR_LOAD_IN_PROGRESS = 14
 NOT_COORDINATOR = 16
 INVALID_GROUP_ID = 24
 NOT_LEADER_OR_FOLLOWER = 6
+UNSTABLE_OFFSET_COMMIT = 88
+TXN_OFFSET_COMMIT = 28  # api key
 TICK_ROUNDS_MAX = 100  # rounds of due timers per tick (see tick)
 
 
@@ -88,6 +97,7 @@ _GROUP_APIS = {
     rsp.LEAVE_GROUP: (sync.handle_leave, lambda v, r, c: rsp.leave_response(v, c, [])),
     rsp.OFFSET_COMMIT: (offsets.handle_commit, _commit_error),
     rsp.OFFSET_DELETE: (offsets.handle_offset_delete, lambda v, r, c: OffsetDeleteResponse(error_code=c)),
+    TXN_OFFSET_COMMIT: (txn_offsets.handle_txn_commit, txn_offsets.error_response),
 }
 
 
@@ -140,9 +150,10 @@ class GroupCoordinatorCore:
 
     def _offset_fetch(self, version: int, request):
         if version >= 8:
-            return OffsetFetchResponse(groups=[self._fetch_group_v8(g) for g in request.groups])
+            return OffsetFetchResponse(groups=[self._fetch_group_v8(g, request.require_stable)
+                                               for g in request.groups])
         topics = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
-        code, rows = self._fetch(request.group_id, topics)
+        code, rows = self._fetch(request.group_id, topics, version >= 7 and request.require_stable)
         topic_cls = OffsetFetchResponse.OffsetFetchResponseTopic
         part_cls = OffsetFetchResponse.OffsetFetchResponsePartition
         if code and version >= 2:
@@ -152,27 +163,38 @@ class GroupCoordinatorCore:
         return OffsetFetchResponse(error_code=code, topics=[
             topic_cls(name=name, partitions=[
                 part_cls(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                         metadata=m, error_code=code) for p, o, e, m in parts])
+                         metadata=m, error_code=code or rest[0] if rest else code)
+                for p, o, e, m, *rest in parts])
             for name, parts in rows])
 
-    def _fetch_group_v8(self, group):
+    def _fetch_group_v8(self, group, require_stable: bool):
         topics = None if group.topics is None else [(t.name, t.partition_indexes) for t in group.topics]
-        code, rows = self._fetch(group.group_id, topics)
+        code, rows = self._fetch(group.group_id, topics, require_stable)
         topics_cls = OffsetFetchResponse.OffsetFetchResponseTopics
         parts_cls = OffsetFetchResponse.OffsetFetchResponsePartitions
         return OffsetFetchResponse.OffsetFetchResponseGroup(group_id=group.group_id, error_code=code, topics=[
             topics_cls(name=name, partitions=[
-                parts_cls(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m)
-                for p, o, e, m in parts])
+                parts_cls(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
+                          error_code=rest[0] if rest else 0)
+                for p, o, e, m, *rest in parts])
             for name, parts in rows])
 
-    def _fetch(self, group_id: str, topics) -> tuple[int, list]:
+    def _fetch(self, group_id: str, topics, require_stable: bool = False) -> tuple[int, list]:
+        """(error, [(topic, [(partition, offset, epoch, metadata[, error])])]). With
+        ``require_stable`` (v7+, KIP-447) a partition with pending transactional offsets is
+        UNSTABLE_OFFSET_COMMIT with offset -1 (Kafka's OffsetMetadataManager.fetchOffsets)."""
         if not group_id:
             return INVALID_GROUP_ID, []
         shard, code = self._route(group_id)
         if shard is None:
             return code, []
-        return 0, offsets.fetch_group_offsets(shard, group_id, topics)
+        rows = offsets.fetch_group_offsets(shard, group_id, topics)
+        if require_stable and group_id in shard.txn_groups:
+            rows = [(name, [(row[0], -1, -1, "", UNSTABLE_OFFSET_COMMIT)
+                            if txn_offsets.has_pending(shard, group_id, name, row[0]) else row
+                            for row in parts])
+                    for name, parts in rows]
+        return 0, rows
 
     def _list_groups(self, version: int, request):
         states = list(request.states_filter or []) if version >= 4 else []
@@ -262,6 +284,16 @@ class GroupCoordinatorCore:
                 return shard.write_done(write_id, error_code, now_ms)
         return []  # the partition was unloaded: forgotten
 
+    def transaction_completed(self, partition: int, producer_id: int, producer_epoch: int,
+                              committed: bool, now_ms: int) -> list[Effect]:
+        """A marker of ``producer_id`` is replicated in ``partition`` (see the contract).
+        The epoch is not checked: the partition checked it when it appended the marker."""
+        self._now_ms = max(self._now_ms, now_ms)
+        shard = self._shards.get(partition)
+        if shard is not None:
+            txn_offsets.end_transaction(shard, producer_id, committed)
+        return []
+
     # -- timers -------------------------------------------------------------------------------
     def tick(self, now_ms: int) -> list[Effect]:
         self._now_ms = max(self._now_ms, now_ms)
@@ -326,6 +358,7 @@ class GroupCoordinatorCore:
             "pending_writes": sum(len(shard.writes) for shard in shards),
             "timer_entries": sum(len(shard._timers) for shard in shards),
             "skipped_records": sum(shard.skipped_records for shard in shards),
+            "pending_txn_offsets": sum(len(p) for shard in shards for p in shard.txn_offsets.values()),
         }
 
     def committed_offsets(self, group_id: str) -> dict:

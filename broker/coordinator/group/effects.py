@@ -34,6 +34,10 @@ class Append:
     write_id: int
     partition: int
     records: list  # list[tuple[bytes, bytes | None]]
+    # A transactional batch of this producer (TxnOffsetCommit); -1: a plain coordinator batch.
+    producer_id: int = -1
+    producer_epoch: int = -1
+    transactional: bool = False
 
 
 Effect = Reply | Append

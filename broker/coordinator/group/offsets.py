@@ -211,7 +211,8 @@ def expire_offsets(shard, now_ms: int) -> list:
         for (topic, partition), o in offsets.items():
             key = (group_id, topic, partition)
             expired = (base is not None and not group.is_subscribed_to_topic(topic)
-                       and key not in shard.pending_commit_keys and _is_expired(o, base, now_ms, retention_ms))
+                       and key not in shard.pending_commit_keys and _is_expired(o, base, now_ms, retention_ms)
+                       and not (group_id in shard.txn_groups and _has_txn_pending(shard, key)))
             if expired:
                 offset_keys.append(key)
                 records.append((encode_offset_commit_key(*key), None))
@@ -240,7 +241,14 @@ def expire_offsets(shard, now_ms: int) -> list:
 
 def _is_deletable(shard, group) -> bool:
     return (group.in_state(S.EMPTY) and not group.members and not group.pending_members
+            and group.group_id not in shard.txn_groups
             and not any(k[0] == group.group_id for k in shard.pending_commit_keys))
+
+
+def _has_txn_pending(shard, key) -> bool:
+    """Kafka's retention keeps an offset with pending transactional offsets (txn_offsets)."""
+    from broker.coordinator.group.txn_offsets import has_pending
+    return has_pending(shard, *key)
 
 
 def _expiration_base(group):

@@ -11,6 +11,8 @@ owns three things besides the groups:
   moves, and ``tick`` simply re-examines the group (a stale entry costs one look, never a wrong
   action, because the group's own deadline fields are the truth).
 * **Pending commit keys** — offsets with an append in flight, which retention must not expire.
+* **Pending transactional offsets** — ``txn_offsets`` (producer id -> key -> ``Pending``) and
+  ``txn_groups`` (group -> producer ids with pending offsets), see ``txn_offsets``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,22 @@ from broker.coordinator.group.records import (
     decode_offset_commit_fast, decode_offset_commit_value,
 )
 
-__all__ = ["Shard", "OffsetAndMetadata", "map_append_error"]
+__all__ = ["Shard", "OffsetAndMetadata", "TxnRecord", "TxnMarker", "map_append_error"]
+
+
+class TxnRecord(NamedTuple):
+    """A record of a transactional batch, loaded as ``(None, TxnRecord)`` (see ``load``)."""
+
+    producer_id: int
+    key: bytes
+    value: bytes | None
+
+
+class TxnMarker(NamedTuple):
+    """A COMMIT/ABORT control record, loaded as ``(None, TxnMarker)`` (see ``load``)."""
+
+    producer_id: int
+    committed: bool
 
 
 class OffsetAndMetadata(NamedTuple):
@@ -72,6 +89,9 @@ class Shard:
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.writes: dict[int, Callable[[int, int], list]] = {}
         self.pending_commit_keys: Counter = Counter()  # (group, topic, partition) -> appends
+        self.txn_offsets: dict[int, dict] = {}  # producer id -> {(group, topic, partition): Pending}
+        self.txn_groups: dict[str, set[int]] = {}  # group -> producer ids with pending offsets
+        self.txn_seq = 0  # log order of the writes that matter to pending offsets (txn_offsets)
         self._timers: list = []
         self._next_timer: dict[str, int] = {}  # group id -> its earliest entry in _timers
         self._timer_seq = 0
@@ -79,9 +99,13 @@ class Shard:
         self.next_retention_ms = now_ms + settings.offsets_retention_check_interval_ms
 
     # -- writes -------------------------------------------------------------------------------
-    def append(self, records: list, on_done: Callable[[int, int], list]):
+    def append(self, records: list, on_done: Callable[[int, int], list], producer_id: int = -1,
+               producer_epoch: int = -1):
+        """An ``Append``; with a producer id, a transactional batch of that producer (TxnOffsetCommit)."""
         write_id = self._new_write_id()
         self.writes[write_id] = on_done
+        if producer_id >= 0:
+            return Append(write_id, self.partition, records, producer_id, producer_epoch, True)
         return Append(write_id, self.partition, records)
 
     def write_done(self, write_id: int, error_code: int, now_ms: int) -> list:
@@ -130,7 +154,15 @@ class Shard:
     # -- offsets cache ------------------------------------------------------------------------
     def put_offset(self, group_id: str, topic: str, partition: int,
                    value: OffsetAndMetadata | None) -> None:
-        """Replay one offset record (None: tombstone)."""
+        """Replay one non-transactional offset record (None: tombstone)."""
+        if self.txn_groups and group_id in self.txn_groups:
+            from broker.coordinator.group import txn_offsets
+            txn_offsets.on_plain_offset(self, group_id, topic, partition, value is None)
+        self.store_offset(group_id, topic, partition, value)
+
+    def store_offset(self, group_id: str, topic: str, partition: int,
+                     value: OffsetAndMetadata | None) -> None:
+        """Set or delete one cached offset (``put_offset`` without the pending-offsets rules)."""
         offsets = self.offsets.get(group_id)
         if value is None:
             if offsets is not None:
@@ -156,7 +188,9 @@ class Shard:
         """Replay the partition: the last record per key wins, a tombstone deletes. Then every
         group record becomes a group (Stable with its members, or Empty) whose members' sessions
         start now; offsets of a group without a record make a simple (Empty) group. ``records``:
-        (key, value) pairs, or ``bulk_load.ScannedRecords`` (a large partition's columns)."""
+        (key, value) pairs, or ``bulk_load.ScannedRecords`` (a large partition's columns). A pair
+        ``(None, TxnRecord)`` is a record of a transactional batch, ``(None, TxnMarker)`` a
+        transaction marker; a transaction open at the end stays pending (``txn_offsets``)."""
         from broker.coordinator.group import loading
         group_values: dict[str, object] = {}
 
@@ -169,7 +203,10 @@ class Shard:
             else:  # names or metadata that are not UTF-8: the checked path says which
                 records = records.pairs(range(len(records)))
         for key_bytes, value_bytes in records:
-            replay_one(key_bytes, value_bytes)
+            if key_bytes is None:  # a transactional record or a marker (TxnRecord, TxnMarker)
+                self._replay_txn_item(value_bytes)
+            else:
+                replay_one(key_bytes, value_bytes)
         for group_id, value in group_values.items():
             if value is not None:
                 group = loading.group_from_record(group_id, value, self.settings, now_ms)
@@ -178,6 +215,27 @@ class Shard:
                     self.schedule(group_id, member.heartbeat_deadline_ms)
         for group_id in self.offsets:
             self.get_or_create_group(group_id, now_ms)
+        for group_id in self.txn_groups:
+            self.get_or_create_group(group_id, now_ms)
+
+    def _replay_txn_item(self, item) -> None:
+        """A transactional offset record (pending for its producer) or a marker (ends the
+        producer's pending offsets), in log order (see ``txn_offsets``)."""
+        from broker.coordinator.group import txn_offsets
+        if isinstance(item, TxnMarker):
+            txn_offsets.end_transaction(self, item.producer_id, item.committed)
+            return
+        try:
+            key = decode_key(item.key)
+            if not isinstance(key, OffsetCommitKey):
+                return  # only offsets are written transactionally
+            if item.value is None:
+                self.put_offset(key.group, key.topic, key.partition, None)
+            else:
+                value = _offset_from_value(decode_offset_commit_value(item.value))
+                txn_offsets.add_pending(self, item.producer_id, (key.group, key.topic, key.partition), value)
+        except RecordFormatError:
+            self.skipped_records += 1
 
     def _replay_record(self, key_bytes, value_bytes, group_values: dict) -> None:
         """One record of the partition, in log order."""
