@@ -12,7 +12,8 @@ The result is the same as the record-at-a-time replay, which stays the reference
 record this path does not understand: records that are not offset commits (group metadata, unknown
 keys) and every record of an offset key that has an unusual value (v4+, malformed) go through it,
 in log order. A key is its bytes after the key version (v0 and v1 are the same struct, and the
-struct has one encoding of a (group, topic, partition)). Anything irregular about the data as a whole (a compressed batch, a corrupt one,
+struct has one encoding of a (group, topic, partition)). Anything irregular about the data as a whole (a compressed,
+transactional or control batch, a corrupt one,
 names or metadata that are not UTF-8) makes ``scan``/``replay`` give up before changing the shard,
 and the caller replays record by record, which reports the problem as it always did.
 """
@@ -54,8 +55,9 @@ class ScannedRecords:
 
 def whole_batches(data) -> int | None:
     """Bytes of ``data``'s whole batches (a read may end in a cut one), each checked (bounds,
-    magic, CRC-32C); None when one is corrupt or compressed: ``decode_records`` then raises the
-    error, or decodes the batch. Runs off the event loop (compiled, without the GIL)."""
+    magic, CRC-32C); None when one is corrupt (``decode_records`` then raises the error), or is
+    compressed, transactional or a control batch (the record-at-a-time path's: transactional
+    offsets wait for their marker). Runs off the event loop (compiled, without the GIL)."""
     status, _, walked = k.count_records(np.frombuffer(data, np.uint8), k.CRC32C_TABLE, True)
     return walked if status == k.SCAN_OK else None
 

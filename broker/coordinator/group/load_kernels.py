@@ -29,10 +29,13 @@ KIND_OFFSET, KIND_OFFSET_SLOW, KIND_OTHER = 0, 1, 2
 (C_KIND, C_KEY_POS, C_KEY_LEN, C_VALUE_POS, C_VALUE_LEN, C_GROUP_POS, C_GROUP_LEN, C_TOPIC_POS,
  C_TOPIC_LEN, C_PARTITION, C_OFFSET, C_EPOCH, C_META_POS, C_META_LEN, C_COMMIT_TS, C_EXPIRE_TS) = range(16)
 COLUMNS = 16
-SCAN_OK, SCAN_CORRUPT, SCAN_COMPRESSED, SCAN_FULL = 0, 1, 2, 3
+SCAN_OK, SCAN_CORRUPT, SCAN_RECORD_PATH, SCAN_FULL = 0, 1, 2, 3
 
 _HEADER_BYTES = 61
-_COMPRESSION_MASK, _CONTROL_MASK = 0x07, 0x20
+_COMPRESSION_MASK, _TRANSACTIONAL_MASK, _CONTROL_MASK = 0x07, 0x10, 0x20
+# Batches the columns do not take: compressed (another writer's), transactional and control
+# (transactional offset commits: pending until their marker, the record-at-a-time path's rule).
+_RECORD_PATH_MASK = _COMPRESSION_MASK | _TRANSACTIONAL_MASK | _CONTROL_MASK
 
 
 @njit(inline="always")
@@ -138,8 +141,9 @@ def _crc32c(data, start, end, table):
 def count_records(data, table, check_crc):
     """(status, records in data batches, bytes of whole batches): the rows ``scan_records``
     needs. Checks every batch's bounds, magic and CRC-32C (``table``: ``CRC32C_TABLE``; with
-    ``check_crc``); stops
-    at the first bad or compressed batch (status) or at a batch cut by the end of ``data``."""
+    ``check_crc``); stops at the first bad batch (SCAN_CORRUPT), at one for the record-at-a-time
+    path (SCAN_RECORD_PATH: compressed, transactional or control), or at a batch cut by the end
+    of ``data``."""
     pos, end, total = 0, len(data), 0
     while end - pos >= _HEADER_BYTES:
         size = _be(data, pos + 8, 4) + 12
@@ -150,10 +154,9 @@ def count_records(data, table, check_crc):
         if check_crc and np.uint32(_be(data, pos + 17, 4) & 0xFFFFFFFF) != _crc32c(data, pos + 21, pos + size, table):
             return SCAN_CORRUPT, total, pos
         attributes = _be(data, pos + 21, 2)
-        if attributes & _COMPRESSION_MASK:
-            return SCAN_COMPRESSED, total, pos
-        if not attributes & _CONTROL_MASK:
-            total += max(_be(data, pos + 57, 4), 0)
+        if attributes & _RECORD_PATH_MASK:
+            return SCAN_RECORD_PATH, total, pos
+        total += max(_be(data, pos + 57, 4), 0)
         pos += size
     return SCAN_OK, total, pos
 
@@ -167,49 +170,48 @@ def scan_records(data, from_offset, out):
         if size < _HEADER_BYTES or size > end - pos or data[pos + 16] != 2:
             return SCAN_CORRUPT, rows, pos
         attributes = _be(data, pos + 21, 2)
-        if attributes & _COMPRESSION_MASK:
-            return SCAN_COMPRESSED, rows, pos
-        if not attributes & _CONTROL_MASK:
-            base_offset = _be(data, pos, 8)
-            count = _be(data, pos + 57, 4)
-            if rows + count > out.shape[0]:
-                return SCAN_FULL, rows, pos
-            at, batch_end = pos + _HEADER_BYTES, pos + size
-            for _ in range(count):
-                length, at = _varint(data, at, batch_end)
-                if at < 0 or length < 0 or at + length > batch_end:
-                    return SCAN_CORRUPT, rows, pos
-                record_end = at + length
-                _, at = _varint(data, at + 1, record_end)  # attributes, then timestamp delta
-                if at < 0:
-                    return SCAN_CORRUPT, rows, pos
-                delta, at = _varint(data, at, record_end)
-                if at < 0:
-                    return SCAN_CORRUPT, rows, pos
-                key_len, at = _varint(data, at, record_end)
-                if at < 0 or at + max(key_len, 0) > record_end:
-                    return SCAN_CORRUPT, rows, pos
-                key_at = at
-                at += max(key_len, 0)
-                value_len, at = _varint(data, at, record_end)
-                if at < 0 or at + max(value_len, 0) > record_end:
-                    return SCAN_CORRUPT, rows, pos
-                value_at = at
-                at = record_end  # headers are not needed
-                if key_len < 0 or base_offset + delta < from_offset:
-                    continue
-                row = out[rows]
-                row[C_KEY_POS], row[C_KEY_LEN] = key_at, key_len
-                row[C_VALUE_POS], row[C_VALUE_LEN] = value_at, value_len
-                if not _parse_key(data, row, key_at, key_len):
-                    row[C_KIND] = KIND_OTHER
-                elif value_len < 0 or _parse_value(data, row, value_at, value_len):
-                    row[C_KIND] = KIND_OFFSET
-                else:
-                    row[C_KIND] = KIND_OFFSET_SLOW
-                rows += 1
-            if at != batch_end:
+        if attributes & _RECORD_PATH_MASK:
+            return SCAN_RECORD_PATH, rows, pos
+        base_offset = _be(data, pos, 8)
+        count = _be(data, pos + 57, 4)
+        if rows + count > out.shape[0]:
+            return SCAN_FULL, rows, pos
+        at, batch_end = pos + _HEADER_BYTES, pos + size
+        for _ in range(count):
+            length, at = _varint(data, at, batch_end)
+            if at < 0 or length < 0 or at + length > batch_end:
                 return SCAN_CORRUPT, rows, pos
+            record_end = at + length
+            _, at = _varint(data, at + 1, record_end)  # attributes, then timestamp delta
+            if at < 0:
+                return SCAN_CORRUPT, rows, pos
+            delta, at = _varint(data, at, record_end)
+            if at < 0:
+                return SCAN_CORRUPT, rows, pos
+            key_len, at = _varint(data, at, record_end)
+            if at < 0 or at + max(key_len, 0) > record_end:
+                return SCAN_CORRUPT, rows, pos
+            key_at = at
+            at += max(key_len, 0)
+            value_len, at = _varint(data, at, record_end)
+            if at < 0 or at + max(value_len, 0) > record_end:
+                return SCAN_CORRUPT, rows, pos
+            value_at = at
+            at = record_end  # headers are not needed
+            if key_len < 0 or base_offset + delta < from_offset:
+                continue
+            row = out[rows]
+            row[C_KEY_POS], row[C_KEY_LEN] = key_at, key_len
+            row[C_VALUE_POS], row[C_VALUE_LEN] = value_at, value_len
+            if not _parse_key(data, row, key_at, key_len):
+                row[C_KIND] = KIND_OTHER
+            elif value_len < 0 or _parse_value(data, row, value_at, value_len):
+                row[C_KIND] = KIND_OFFSET
+            else:
+                row[C_KIND] = KIND_OFFSET_SLOW
+            rows += 1
+        if at != batch_end:
+            return SCAN_CORRUPT, rows, pos
         pos += size
     return SCAN_OK, rows, pos
 
