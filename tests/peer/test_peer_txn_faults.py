@@ -158,3 +158,43 @@ def test_a_client_whose_transaction_timed_out_cannot_commit(txn_peer):
     assert outcome == ("fenced", "_FENCED")  # librdkafka's fatal error: the coordinator bumped the epoch
     assert partition_state(txn_peer, topic).batches == [Batch(0, 0, True, None), Batch(1, 1, True, "ABORT")]
     assert read_partition("confluent", txn_peer, topic, 0, "read_committed", 2) == []
+
+
+def fatal_error_name(action) -> str:
+    """The name of the fatal KafkaError confluent-kafka raises from ``action()`` ("" if none)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        action()
+    except KafkaException as failure:
+        error = failure.args[0]
+        return error.name() if error.fatal() else f"not fatal: {error.name()}"
+    return ""
+
+
+def test_a_zombie_client_is_fenced_by_a_new_init(txn_peer):
+    """confluent-kafka: a producer with a record of an open transaction on the log, then a second
+    producer of the same transactional id calls init_transactions (which aborts the open
+    transaction: ABORT marker at 1). The first producer is a zombie: its next send and its
+    commit fail with the fatal _FENCED (INVALID_PRODUCER_EPOCH from the leader), nothing more is
+    appended, and read_committed reads nothing of it."""
+    topic = wait_for_leaders(txn_peer, txn_peer.create_topic(unique_topic("txn-zombie"), partitions=1), 1)
+    transactional_id = unique_txn_id("zombie")
+    zombie = open_txn_producer("confluent", txn_peer, transactional_id)
+    successor = None
+    try:
+        zombie.begin()
+        zombie.send(topic, 0, b"zombie-0")
+        zombie.flush()
+        successor = open_txn_producer("confluent", txn_peer, transactional_id)
+        assert settled(txn_peer, topic, 0, 2).batches == [Batch(0, 0, True, None), Batch(1, 1, True, "ABORT")]
+        zombie.send(topic, 0, b"zombie-late")
+        assert fatal_error_name(zombie.flush) == "_FENCED"
+        assert fatal_error_name(zombie.commit) == "_FENCED"
+    finally:
+        zombie.close()
+        if successor is not None:
+            successor.close()
+    state = partition_state(txn_peer, topic)
+    assert (state.batches, state.aborted_first_offsets) == ([Batch(0, 0, True, None), Batch(1, 1, True, "ABORT")], [0])
+    assert read_partition("confluent", txn_peer, topic, 0, "read_committed", 2) == []

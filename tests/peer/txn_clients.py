@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import time
+import warnings
 from typing import NamedTuple
 
 import pytest
@@ -168,7 +169,9 @@ class TxnProducer:
         from confluent_kafka import KafkaException
 
         try:
-            self.producer.close()
+            with warnings.catch_warnings():  # "abort_transaction failed during close": fenced, see below
+                warnings.simplefilter("ignore", RuntimeWarning)
+                self.producer.close()
         except KafkaException as failure:  # a fenced producer cannot abort: it is closed all the same
             if not failure.args[0].fatal():
                 raise
