@@ -68,16 +68,18 @@ class TxnAdmin:
         self.cluster = cluster
 
     def list_transactions(self, *, states=(), producer_ids=(), duration_filter_ms: int = -1,
-                          ) -> dict[int, list[TransactionListing]]:
-        """Every broker's transactions: {broker id: listings}."""
+                          transactional_id_pattern: str | None = None) -> dict[int, list[TransactionListing]]:
+        """Every broker's transactions: {broker id: listings}. A duration filter needs
+        ListTransactions v1, an id pattern (a Java regular expression, matched by the broker) v2:
+        a broker without it raises UNSUPPORTED_VERSION, as Kafka's Admin does."""
         body = {"state_filters": list(states), "producer_id_filters": list(producer_ids),
-                "duration_filter": duration_filter_ms}
+                "duration_filter": duration_filter_ms, "transactional_id_pattern": transactional_id_pattern}
+        min_version = 2 if transactional_id_pattern is not None else 1 if duration_filter_ms >= 0 else 0
         out = {}
         for node in sorted(self.cluster.brokers):
             conn = self.cluster.request_connection(node)
-            min_version = 1 if duration_filter_ms >= 0 else 0
             response = conn.request(ApiKey.LIST_TRANSACTIONS, body,
-                                    conn.version_for(ApiKey.LIST_TRANSACTIONS, min_version, 1))
+                                    conn.version_for(ApiKey.LIST_TRANSACTIONS, min_version))
             if response.error_code != ErrorCode.NONE:
                 raise KafkaError(response.error_code, f"ListTransactions on broker {node}")
             out[node] = [TransactionListing(t.transactional_id, t.producer_id, t.transaction_state)

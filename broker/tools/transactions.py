@@ -44,6 +44,8 @@ def add_transactions_parser(subparsers) -> argparse.ArgumentParser:
     listing = actions.add_parser("list", help="list transactions")
     listing.add_argument("--duration-filter", type=int, default=None,
                          help="only transactions running longer than this many ms (< 0: all)")
+    listing.add_argument("--transactional-id-pattern", default=None,
+                         help="only transactional ids matching this regular expression (the broker matches)")
     describe = actions.add_parser("describe", help="describe the state of an active transactional-id")
     describe.add_argument("--transactional-id", required=True)
     producers = actions.add_parser("describe-producers",
@@ -108,7 +110,8 @@ def _failed(what: str, exc: KafkaError) -> _Failed:
 def _list(txn: TxnAdmin, args, out: TextIO) -> None:
     duration = -1 if args.duration_filter is None else args.duration_filter
     try:
-        by_broker = txn.list_transactions(duration_filter_ms=duration)
+        by_broker = txn.list_transactions(duration_filter_ms=duration,
+                                          transactional_id_pattern=args.transactional_id_pattern)
     except KafkaError as exc:
         raise _failed("Failed to list transactions", exc) from None
     rows = [[t.transactional_id, str(node), str(t.producer_id), t.state]

@@ -111,3 +111,17 @@ def test_pylog_transactions_tool_refusals(txn_peer):
     assert err.strip() == "Missing required argument --producer-epoch"
     _, err = pylog_tool(txn_peer, "describe", "--transactional-id", "no-such-transactional-id", status=1)
     assert err.startswith("Failed to describe transaction state of transactional-id `no-such-transactional-id`")
+
+
+def test_list_with_a_transactional_id_pattern(kafka_peer):
+    """``--transactional-id-pattern`` (ListTransactions v2; Kafka only: pylog's broker lists
+    without a pattern filter) keeps only the ids the broker's regular expression matches."""
+    topic = kafka_peer.create_topic(unique_topic("txn-pylog-pattern"), partitions=1)
+    with txn_producer(kafka_peer) as producer:
+        tid = producer._txn.transactional_id
+        producer.begin_transaction()
+        producer.send(topic, b"x", partition=0)
+        producer.commit_transaction(DEADLINE_MS)
+    rows = parse(pylog_tool(kafka_peer, "list", "--transactional-id-pattern", f"{tid}|no-such-id")[0])
+    assert [r["TransactionalId"] for r in rows] == [tid]
+    assert parse(pylog_tool(kafka_peer, "list", "--transactional-id-pattern", "no-such-.*")[0]) == []
