@@ -65,7 +65,8 @@ class TxnWire:
     def retried(self, request, what: str):
         """``request()``'s (error name, answer), sent again while the error is retriable (a
         coordinator still loading; CONCURRENT_TRANSACTIONS while the previous transaction's
-        markers are written)."""
+        markers are written). For a per-partition answer the error is a retriable one if any
+        partition has one."""
         seen = {}
 
         def attempt():
@@ -119,16 +120,23 @@ class TxnWire:
                 "v3_and_below_topics": [{"name": t, "partitions": p} for t, p in by_topic.items()]}, version)
             errors = {(t.name, r.partition_index): error_name(r.partition_error_code)
                       for t in answer.results_by_topic_v3_and_below for r in t.results_by_partition}
-            return sorted(set(errors.values()))[0] if len(set(errors.values())) == 1 else "mixed", errors
+            retriable = sorted(set(errors.values()) & _RETRIABLE)
+            return (retriable[0] if retriable else "NONE"), errors
 
         return (self.retried(request, "AddPartitionsToTxn") if retry else request())[1]
 
     def add_offsets(self, group: str, version: int | None = None, *, producer_id: int | None = None,
                     epoch: int | None = None) -> str:
+        """AddOffsetsToTxn (retried like EndTxn): its error."""
         producer_id, epoch = self._ids(producer_id, epoch)
-        return self.retried(lambda: (error_name(self.call(ApiKey.ADD_OFFSETS_TO_TXN, {
-            "transactional_id": self.transactional_id, "producer_id": producer_id, "producer_epoch": epoch,
-            "group_id": group}, version).error_code),), "AddOffsetsToTxn")[0]
+
+        def request():
+            answer = self.call(ApiKey.ADD_OFFSETS_TO_TXN, {
+                "transactional_id": self.transactional_id, "producer_id": producer_id, "producer_epoch": epoch,
+                "group_id": group}, version)
+            return error_name(answer.error_code), answer
+
+        return self.retried(request, "AddOffsetsToTxn")[0]
 
     def txn_offset_commit(self, group: str, offsets: dict[tuple[str, int], int], version: int | None = None, *,
                           producer_id: int | None = None, epoch: int | None = None) -> dict[tuple[str, int], str]:
@@ -152,7 +160,7 @@ class TxnWire:
             answer = self.call(ApiKey.END_TXN, {
                 "transactional_id": self.transactional_id, "producer_id": producer_id, "producer_epoch": epoch,
                 "committed": committed}, version)
-            return (error_name(answer.error_code),)
+            return error_name(answer.error_code), answer
 
         return (self.retried(request, "EndTxn") if retry else request())[0]
 
