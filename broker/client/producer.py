@@ -358,7 +358,10 @@ class Producer:
                     batch.callbacks = []
                 batch.callbacks.append((batch.record_count - 1, timestamp * 1_000_000, callback))
             opened = batch.record_count == 1
-            if opened and not sealed and self._linger_ms:
+            txn_added = self._sender.txn_added
+            if opened and txn_added is not None and (topic, partition) not in txn_added:
+                state.wake()  # AddPartitionsToTxn now, while the batch lingers (I/O thread only)
+            elif opened and not sealed and self._linger_ms:
                 # The I/O thread sends the batch when linger_ms is up, unless it fills first.
                 state.wake(unless_awake_by_ms=batch.created_ms + self._linger_ms)
             send_now = opened and not self._linger_ms and (

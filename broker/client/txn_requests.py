@@ -3,7 +3,8 @@ AddPartitionsToTxn, AddOffsetsToTxn, EndTxn) and to a group coordinator (TxnOffs
 a blocking round trip retried as Kafka's Java ``TransactionManager`` retries it:
 
 * CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, a timeout or a lost connection: the
-  same request again after a backoff (``retry_backoff_ms`` doubling up to 1 s);
+  same request again after a backoff (``retry_backoff_ms`` doubling up to 1 s; 20 ms for
+  CONCURRENT_TRANSACTIONS, the previous transaction's markers being written, as Java);
 * NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE: FindCoordinator again (key type 1 for the
   transaction coordinator, 0 for the group's), then the same request;
 * anything else ends the call: ``ProducerFencedError`` (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH),
@@ -28,7 +29,9 @@ from broker.client.metadata import Cluster
 from broker.client.txn_state import ErrorKind, classify, fatal_or_abortable
 from broker.wire import ApiKey, ErrorCode
 
-__all__ = ["TxnCoordinatorClient"]
+__all__ = ["TxnCoordinatorClient", "CONCURRENT_TRANSACTIONS_BACKOFF_MS"]
+
+CONCURRENT_TRANSACTIONS_BACKOFF_MS = 20
 
 
 class TxnCoordinatorClient:
@@ -114,6 +117,7 @@ class TxnCoordinatorClient:
         key = key or (KEY_TYPE_TRANSACTION, self.transactional_id)
         clock = self.cluster.clock
         backoff_ms = max(self.cluster.config.retry_backoff_ms, 1)
+        concurrent_backoff_ms = min(backoff_ms, CONCURRENT_TRANSACTIONS_BACKOFF_MS)
         while True:
             try:
                 conn = self._coordinator(key, deadline_ms)
@@ -140,6 +144,11 @@ class TxnCoordinatorClient:
             if remaining_ms <= 0:
                 raise KafkaTimeoutError(f"{what} for {self.transactional_id!r} did not succeed in time; "
                                         f"last error: {error}")
+            if error.code == ErrorCode.CONCURRENT_TRANSACTIONS:
+                # The previous transaction's markers are being written (milliseconds): Java
+                # retries these after 20 ms, not retry.backoff.ms (its ADD_PARTITIONS_RETRY_BACKOFF_MS).
+                clock.sleep_ms(min(concurrent_backoff_ms, remaining_ms))
+                continue
             clock.sleep_ms(min(backoff_ms, remaining_ms))
             backoff_ms = min(backoff_ms * 2, RETRY_BACKOFF_MAX_MS)
 
