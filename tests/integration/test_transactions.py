@@ -269,7 +269,10 @@ def test_the_new_coordinator_finishes_a_commit_whose_broker_died(broker_cluster)
     bootstrap = ",".join(b.bootstrap for b in cluster.brokers if b.broker_id != coordinator)
     # Visible once F has taken over (after C's ZooKeeper session expired) and written the markers.
     assert sorted(read_all(bootstrap, topics, 3, expect=len(committed))) == sorted(committed)
-    assert txn_partition(bootstrap, "tx-failover")[0] == follower
+    deadline = time.monotonic() + WAIT_S
+    while txn_partition(bootstrap, "tx-failover")[0] != follower:  # a broker's metadata may lag
+        assert time.monotonic() < deadline, "the follower did not become the coordinator"
+        time.sleep(0.2)
     again = txn_producer(bootstrap, "tx-failover")  # CONCURRENT_TRANSACTIONS until the commit completed
     again.begin_transaction()
     more = produce_all(again, topics[:1], 3, "fo2", per_partition=1)
