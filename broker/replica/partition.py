@@ -404,11 +404,15 @@ class Partition:
         return AppendResult(ErrorCode.NONE, info.first_offset, info.last_offset, -1,
                             self.log.log_start_offset, leader_term=self.leader_term)
 
-    def append_as_coordinator(self, records: memoryview, limits: BatchLimits) -> AppendResult:
+    def append_as_coordinator(self, records: memoryview, limits: BatchLimits,
+                              txn_guard: object | None = None) -> AppendResult:
         """A coordinator's own batch to its internal topic (acks=all): the broker built it (one
         uncompressed batch, producer id -1, every record keyed), so the client-facing checks of
         ``append_as_leader`` (record keys and timestamps, producer sequences) are skipped; the
-        ISR rule for acks=all, the structural checks and the log's own validation still apply."""
+        ISR rule for acks=all, the structural checks and the log's own validation still apply.
+        A transactional batch (the group coordinator's TxnOffsetCommit: the producer's id and
+        epoch, sequence -1) opens or continues its producer's transaction here and must present
+        the ``txn_guard`` of its KIP-890 verification when it opens one (INVALID_TXN_STATE else)."""
         assert self.is_leader, "coordinators write to partitions they lead"
         if len(self.isr) < self.effective_min_isr:
             return AppendResult(ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -419,8 +423,12 @@ class Partition:
             headers = batch_headers(records, limits)
         except BadBatch as bad:
             return self._error(bad.error)
-        assert len(headers) == 1 and headers[0].producer_id < 0 and not headers[0].is_control, \
-            "a coordinator appends one plain batch of its own"
+        assert len(headers) == 1 and not headers[0].is_control, "a coordinator appends one batch of its own"
+        if headers[0].producer_id >= 0:
+            assert headers[0].is_transactional, "a coordinator's batch with a producer is transactional"
+            refused = self._txn_refusal(headers[0], False, txn_guard)
+            if refused is not None:
+                return self._error(refused)
         return self._append(records, headers, limits)
 
     def _append_limits(self, limits: BatchLimits) -> BatchLimits:

@@ -15,8 +15,10 @@ shell does its I/O, the way ``broker.server.controller`` serves ``ControllerCore
   previous leader is in this log, and reading only below the high watermark means the state built
   is one that cannot be truncated away), reads the partition from its log start in chunks of
   ``offsets.load.buffer.size`` bytes, decodes the batches (off the event loop when a chunk is
-  large; control batches skipped) and hands every (key, value) to ``core.load_partition`` — or,
-  for a partition of ``_SCAN_BYTES_MIN`` or more, its bytes scanned into columns on a thread
+  large; a transactional batch's records and the COMMIT/ABORT markers come as ``(None,
+  TxnRecord/TxnMarker)``, other control batches are skipped) and hands every (key, value) to
+  ``core.load_partition`` — or, for a partition of ``_SCAN_BYTES_MIN`` or more without
+  transactional batches, its bytes scanned into columns on a thread
   (``bulk_load.ScannedRecords``), which the core replays column-wise.
   Leadership lost (another leader, or the partition removed from this broker): the load task is
   cancelled and ``core.unload_partition`` answers the parked requests NOT_COORDINATOR. A new
@@ -37,6 +39,10 @@ shell does its I/O, the way ``broker.server.controller`` serves ``ControllerCore
   error (NOT_ENOUGH_REPLICAS 19, NOT_ENOUGH_REPLICAS_AFTER_APPEND 20, NOT_LEADER_OR_FOLLOWER 6,
   REQUEST_TIMED_OUT 7, or the append's own). Writes to one partition complete in append order,
   so a later commit of a partition's offset can never be applied before an earlier one.
+- **Transactions.** TxnOffsetCommit's Append is a transactional batch of the request's producer
+  (never coalesced), appended within ``handle_txn_offset_commit`` with the KIP-890 guard its
+  handler got; ``on_transaction_completed`` (WriteTxnMarkers, once the marker is replicated)
+  hands the marker to ``core.transaction_completed``.
 - **Timers.** One task sleeps until ``core.next_deadline()`` and calls ``core.tick(now_ms)``; it is
   woken early when a core call brings the next deadline forward.
 
@@ -60,9 +66,10 @@ import crc32c
 from broker.cluster.internal_topics import GROUP_METADATA_TOPIC_NAME
 from broker.coordinator.group import bulk_load
 from broker.coordinator.group.core import Append, GroupCoordinatorCore, Reply
+from broker.coordinator.group.shard import TxnMarker, TxnRecord
 from broker.log import LogError
 from broker.records import HEADER_SIZE, LOG_OVERHEAD, CorruptRecordError, Record, RecordsError, decode_batch, encode_batch
-from broker.records.header import ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK
+from broker.records.header import ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, TRANSACTIONAL_MASK
 from broker.wire import ErrorCode
 
 __all__ = ["GroupCoordinatorService", "GroupServiceSettings", "GroupServiceStatistics", "decode_records"]
@@ -71,6 +78,7 @@ logger = logging.getLogger(__name__)
 
 _BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # RecordBatch v2 header, 61 bytes
 _OFFSET_COMMIT = 8  # api key
+_TXN_OFFSET_COMMIT = 28  # api key
 _COALESCED_BATCH_BYTES_MAX = 256 * 1024  # commits' records in one batch (max.message.bytes is 1 MiB)
 _DECODE_IN_THREAD_BYTES_MIN = 256 * 1024  # smaller chunks decode on the loop (a thread hop costs ~50 us)
 _SCAN_BYTES_MIN = 1024 * 1024  # a partition this large is replayed column-wise (bulk_load)
@@ -133,6 +141,7 @@ class GroupCoordinatorService:
         self._sleeping_until: int | None = None
         self._closed = False
         self._queued: dict[int, list[Append]] = {}  # partition -> commits' appends of this iteration
+        self._txn_guard: object | None = None  # the KIP-890 guard of the TxnOffsetCommit being handled
         self._flush_handle: asyncio.Handle | None = None
         self.stats = GroupServiceStatistics()
 
@@ -157,6 +166,29 @@ class GroupCoordinatorService:
             raise
         self._apply(effects, coalesce)
         return await future
+
+    async def handle_txn_offset_commit(self, api_version: int, request, client_id: str | None,
+                                       client_host: str, txn_guard: object | None):
+        """A TxnOffsetCommit whose ``__consumer_offsets`` partition was verified (KIP-890) with
+        ``txn_guard`` (``Partition.start_txn_verification``; None: nothing to verify): its
+        transactional batch is appended within this call (never coalesced), presenting the guard,
+        so a marker of the producer in between refuses it (INVALID_TXN_STATE)."""
+        self._txn_guard = txn_guard
+        try:
+            return await self.handle(_TXN_OFFSET_COMMIT, api_version, request, client_id, client_host)
+        finally:
+            self._txn_guard = None
+
+    def on_transaction_completed(self, topic: str, index: int, producer_id: int, producer_epoch: int,
+                                 committed: bool) -> None:
+        """A COMMIT/ABORT marker of ``producer_id`` is replicated in ``__consumer_offsets``
+        partition ``index`` (WriteTxnMarkers): its pending transactional offsets are
+        materialized or dropped (Kafka's ``GroupCoordinator.onTransactionCompleted``)."""
+        if topic != GROUP_METADATA_TOPIC_NAME or self._closed:
+            return
+        self._flush_appends()
+        self._apply(self.core.transaction_completed(index, producer_id, producer_epoch, committed,
+                                                    self._now_ms()))
 
     def _apply(self, effects, coalesce: bool = False) -> None:
         for effect in effects:
@@ -213,8 +245,16 @@ class GroupCoordinatorService:
             return
         now = self._now_ms()
         pairs = appends[0].records if len(appends) == 1 else [kv for a in appends for kv in a.records]
-        batch = encode_batch([Record(i, now, key, value) for i, (key, value) in enumerate(pairs)], base_offset=0)
-        result = partition.append_as_coordinator(memoryview(batch), self._replicas.settings.limits)
+        records = [Record(i, now, key, value) for i, (key, value) in enumerate(pairs)]
+        if appends[0].transactional:  # TxnOffsetCommit: the producer's batch, sequence -1 as Kafka's
+            assert len(appends) == 1, "a transactional append is never merged"
+            batch = encode_batch(records, base_offset=0, producer_id=appends[0].producer_id,
+                                 producer_epoch=appends[0].producer_epoch, transactional=True)
+            result = partition.append_as_coordinator(memoryview(batch), self._replicas.settings.limits,
+                                                     txn_guard=self._txn_guard)
+        else:
+            batch = encode_batch(records, base_offset=0)
+            result = partition.append_as_coordinator(memoryview(batch), self._replicas.settings.limits)
         if result.error_code != ErrorCode.NONE:
             logger.warning("%s-%d: coordinator append failed: %s (%s)", GROUP_METADATA_TOPIC_NAME,
                            index, ErrorCode(result.error_code).name, result.error_message)
@@ -442,16 +482,30 @@ def _scan_chunks(chunks: list, from_offset: int):
     parts = []
     for _, chunk in chunks:
         walked = bulk_load.whole_batches(chunk)
-        if walked is None:
+        if walked is None or _has_transactional_batches(chunk, walked):
             return None
         parts.append(memoryview(chunk)[:walked])
     return bulk_load.scan(b"".join(parts), from_offset)
 
 
+def _has_transactional_batches(chunk, size: int) -> bool:
+    """Whether the first ``size`` bytes (whole batches) hold a transactional or control batch:
+    those partitions replay record by record (``bulk_load`` takes plain batches only)."""
+    position = 0
+    while position + HEADER_SIZE <= size:
+        batch_length, = struct.unpack_from(">i", chunk, position + 8)
+        if struct.unpack_from(">h", chunk, position + ATTRIBUTES_OFFSET)[0] & (TRANSACTIONAL_MASK | CONTROL_MASK):
+            return True
+        position += batch_length + LOG_OVERHEAD
+    return False
+
+
 def decode_records(data: bytes, from_offset: int = 0) -> list[tuple[bytes, bytes | None]]:
     """(key, value) of every data record at or after ``from_offset`` in ``data`` (whole batches,
-    as ``Log.read`` returns them); control batches and keyless records are skipped. Pure, so it
-    may run on a worker thread.
+    as ``Log.read`` returns them); keyless records are skipped. A transactional batch's records
+    come as ``(None, TxnRecord)``, a COMMIT/ABORT marker as ``(None, TxnMarker)`` (what
+    ``core.load_partition`` takes); other control batches are skipped. Pure, so it may run on a
+    worker thread.
 
     A coordinator taking over reads every record of its partition, so this is the load's hot
     loop: uncompressed batches (what coordinators write) are checked (bounds, magic, CRC-32C) and
@@ -464,14 +518,17 @@ def decode_records(data: bytes, from_offset: int = 0) -> list[tuple[bytes, bytes
     append = out.append
     position, end = 0, len(data)
     while end - position >= HEADER_SIZE:
-        (base_offset, batch_length, _, magic, crc, attributes, _, _, _, _, _, _,
+        (base_offset, batch_length, _, magic, crc, attributes, _, _, _, producer_id, _, _,
          count) = _BATCH_HEADER.unpack_from(data, position)
         size = batch_length + LOG_OVERHEAD
         if size < HEADER_SIZE or position + size > end:
             break  # a cut batch at the end of a read
         if magic != 2 or crc32c.crc32c(view[position + ATTRIBUTES_OFFSET:position + size]) != crc:
             raise CorruptRecordError(f"batch at offset {base_offset}: bad magic or CRC")
-        if not attributes & CONTROL_MASK:
+        if attributes & TRANSACTIONAL_MASK:
+            _append_transactional(data, position, base_offset, from_offset, producer_id,
+                                  bool(attributes & CONTROL_MASK), append)
+        elif not attributes & CONTROL_MASK:
             if attributes & COMPRESSION_MASK:
                 for record in decode_batch(data, position).records:
                     if record.offset >= from_offset and record.key is not None:
@@ -481,6 +538,18 @@ def decode_records(data: bytes, from_offset: int = 0) -> list[tuple[bytes, bytes
                               from_offset, append)
         position += size
     return out
+
+
+def _append_transactional(data: bytes, position: int, base_offset: int, from_offset: int,
+                          producer_id: int, control: bool, append) -> None:
+    """The records of a transactional batch (TxnOffsetCommit's) or its producer's marker."""
+    for record in decode_batch(data, position).records:
+        if record.offset < from_offset or record.key is None:
+            continue
+        if not control:
+            append((None, TxnRecord(producer_id, bytes(record.key), record.value and bytes(record.value))))
+        elif len(record.key) == 4 and record.key[:2] == b"\x00\x00" and record.key[2:] in (b"\x00\x00", b"\x00\x01"):
+            append((None, TxnMarker(producer_id, record.key[3] == 1)))
 
 
 def _walk_records(data: bytes, pos: int, end: int, count: int, base_offset: int, from_offset: int,

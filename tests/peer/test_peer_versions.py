@@ -118,9 +118,13 @@ TXN_VERSION_DIFFERENCES = {
     ApiKey.END_TXN: (0, 4),
     # v2 adds the transactional-id pattern filter (KIP-1152), which pylog's core does not apply.
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    # v5 is transaction version 2 too (KIP-890 part 2: the offsets partition added implicitly,
+    # without AddOffsetsToTxn); Java clients send v5 only when the broker finalizes that feature.
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
 }
 TXN_KEYS = (ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN,
-            ApiKey.WRITE_TXN_MARKERS, ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS)
+            ApiKey.WRITE_TXN_MARKERS, ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS,
+            ApiKey.TXN_OFFSET_COMMIT)
 
 
 def advertised(peer) -> dict[int, tuple[int, int]]:

@@ -13,6 +13,7 @@ import pytest
 
 from broker.cluster.layout import PartitionState
 from broker.coordinator.group.core import Append, Reply
+from broker.coordinator.group.shard import TxnMarker, TxnRecord
 from broker.log import LogConfig, LogManager
 from broker.records import (
     Compression, ControlRecord, ControlType, CorruptRecordError, Record, encode_batch, encode_control_batch,
@@ -150,7 +151,7 @@ def test_a_led_partition_is_loaded_from_its_log_and_requests_are_answered(tmp_pa
                 assert await world.service.handle(8, 8, ("write", 3, records), "c", "h") == ("written", 0)
             log = world.replicas.get(OFFSETS, 3).log
             assert log.log_end_offset == 30 and world.replicas.get(OFFSETS, 3).high_watermark == 30
-            # A control batch in the partition is skipped on load.
+            # A COMMIT marker in the partition is loaded as (None, TxnMarker).
             partition = world.replicas.get(OFFSETS, 3)
             marker = encode_control_batch(ControlRecord(ControlType.COMMIT, 0), offset=0,
                                           timestamp=world.clock.now, producer_id=7, producer_epoch=0)
@@ -160,7 +161,8 @@ def test_a_led_partition_is_loaded_from_its_log_and_requests_are_answered(tmp_pa
             assert world.core.of("unload") == [(3,)]
             world.lead(3, 1, 2, replicas=(1, 2), isr=(1,))
             await until(lambda: len(world.core.of("load")) == 2)
-            assert world.core.of("load")[1] == (3, [kv(i) for i in range(30)])
+            # (the marker comes last, as (None, TxnMarker): it ends producer 7's pending offsets)
+            assert world.core.of("load")[1] == (3, [kv(i) for i in range(30)] + [(None, TxnMarker(7, True))])
             assert world.service.statistics().loaded == {3}
 
     Test.world = world
@@ -311,7 +313,7 @@ def test_a_deadline_that_stays_due_does_not_starve_the_event_loop(tmp_path):
     run(Test)
 
 
-def test_decode_records_skips_control_batches_and_records_below_the_offset():
+def test_decode_records_gives_markers_and_skips_records_below_the_offset():
     big = bytes(range(256)) * 2  # multi-byte varints for lengths
     data = (encode_batch([Record(0, 1, b"a", b"1"), Record(1, 1, b"b", None), Record(2, 10**6, big, big,
                                                                                    (("h", b"x"),))])
@@ -319,10 +321,19 @@ def test_decode_records_skips_control_batches_and_records_below_the_offset():
                                    producer_epoch=0)
             + encode_batch([Record(4, 1, b"c", b"3"), Record(5, 1, None, b"keyless")], compression=Compression.GZIP)
             + encode_batch([Record(300, 1, b"d", b"")]))
-    expected = [(b"a", b"1"), (b"b", None), (big, big), (b"c", b"3"), (b"d", b"")]
+    expected = [(b"a", b"1"), (b"b", None), (big, big), (None, TxnMarker(5, False)), (b"c", b"3"), (b"d", b"")]
     assert decode_records(data) == expected
     assert decode_records(data, 1) == expected[1:]
+    assert decode_records(data, 4) == expected[4:]  # the marker at offset 3 is below
     assert decode_records(data + data[:70]) == expected  # a cut batch at the end of a read is left
+
+
+def test_decode_records_gives_a_transactional_batchs_records_with_its_producer():
+    data = (encode_batch([Record(0, 1, b"a", b"1"), Record(1, 1, b"b", None)], producer_id=9,
+                         producer_epoch=2, transactional=True)
+            + encode_batch([Record(2, 1, b"c", b"2")]))
+    assert decode_records(data) == [(None, TxnRecord(9, b"a", b"1")), (None, TxnRecord(9, b"b", None)),
+                                    (b"c", b"2")]
 
 
 @pytest.mark.parametrize("damage", ["crc", "record length", "cut record"])

@@ -41,6 +41,7 @@ from broker.server.handlers import (
     produce,
     stop_replica,
     sync_group,
+    txn_offset_commit,
     update_metadata,
     write_txn_markers,
 )
@@ -61,6 +62,7 @@ _MODULES: tuple[ModuleType, ...] = (
     add_partitions_to_txn, add_offsets_to_txn, end_txn, describe_transactions, list_transactions,
     write_txn_markers,  # partition leaders append the coordinator's markers
     describe_producers,  # a partition leader's producers and open transactions (KIP-664)
+    txn_offset_commit,  # to the group coordinator (offsets pending until the transaction's marker)
 )
 
 HANDLERS: MappingProxyType[int, ModuleType] = MappingProxyType(

@@ -263,6 +263,9 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.WRITE_TXN_MARKERS: (1, 1),  # broker to broker; Kafka 4.1 serves v1 only (KIP-896)
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # as Kafka 4.1 (kafka-transactions describe-producers, find-hanging)
+    # The group coordinator's (txn_offsets); v5 is transaction version 2 (KIP-890 part 2: the
+    # offsets partition added implicitly), not advertised as EndTxn v5.
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
 })
 
 assert {int(key) for key in ApiKey} == set(API_SPECS), "ApiKey and API_SPECS disagree"

@@ -1,0 +1,108 @@
+"""TxnOffsetCommit (key 28), v0-4 served: a transactional producer commits a consumer group's
+offsets inside its transaction (KIP-98; v3+ carry the member's generation, KIP-447). Kafka 4.1
+also advertises v5, the transaction-version-2 form that adds the offsets partition implicitly
+(KIP-890 part 2), which pylog does not have (see EndTxn).
+
+As Kafka's ``KafkaApis.handleTxnOffsetCommitRequest``: a partition the cluster does not have is
+answered UNKNOWN_TOPIC_OR_PARTITION (3) here. Then, as Kafka's coordinator runtime does for a
+transactional write, the group's ``__consumer_offsets`` partition is verified with the
+transaction coordinator (KIP-890 part 1) when the producer has no transaction open there yet:
+a commit before AddOffsetsToTxn is refused INVALID_TXN_STATE, a fenced producer
+INVALID_PRODUCER_EPOCH / PRODUCER_FENCED, any other verification answer becomes
+COORDINATOR_NOT_AVAILABLE (retried by clients, Kafka's normalization of NOT_ENOUGH_REPLICAS).
+The group coordinator core then checks the group (generation, member) and appends the offsets
+as one transactional batch of the producer; they stay pending until the transaction's marker.
+"""
+
+from __future__ import annotations
+
+from broker.cluster.internal_topics import GROUP_METADATA_TOPIC_NAME
+from broker.coordinator.group.core import partition_for
+from broker.replica.transactions import produce_error_for_verification
+from broker.server.context import BrokerContext
+from broker.server.handlers.common import local_leader
+from broker.server.network import client_host
+from broker.wire import ApiKey, ErrorCode, TxnOffsetCommitResponse
+
+__all__ = ["API_KEY", "handle", "error_response"]
+
+API_KEY = ApiKey.TXN_OFFSET_COMMIT
+_Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+_Partition = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition
+_CLIENT_ERRORS = frozenset({ErrorCode.INVALID_TXN_STATE, ErrorCode.INVALID_PRODUCER_EPOCH,
+                            ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_ID_MAPPING})
+
+
+async def handle(ctx: BrokerContext, header, request) -> TxnOffsetCommitResponse:
+    if ctx.groups is None or not hasattr(ctx.groups, "handle_txn_offset_commit"):
+        return error_response(header, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    topics = ctx.metadata.snapshot.topics
+    answered: dict[tuple[str, int], int] = {}
+    known_topics = []
+    for topic in request.topics:
+        known = topics.get(topic.name)
+        partitions = [p for p in topic.partitions if known is not None and p.partition_index in known.partitions]
+        for p in topic.partitions:
+            if known is None or p.partition_index not in known.partitions:
+                answered[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if partitions:
+            known_topics.append(type(topic)(name=topic.name, partitions=partitions))
+    if known_topics:
+        forwarded = _with_topics(request, known_topics)
+        error, guard = await _verify(ctx, request)
+        if error != ErrorCode.NONE:
+            response = error_response(header, forwarded, error)
+        else:
+            response = await ctx.groups.handle_txn_offset_commit(
+                header.api_version, forwarded, header.client_id, "/" + client_host(), guard)
+        for topic in response.topics:
+            for p in topic.partitions:
+                answered[(topic.name, p.partition_index)] = p.error_code
+    return _response(request, answered)
+
+
+async def _verify(ctx: BrokerContext, request) -> tuple[int, object | None]:
+    """(error, guard): the KIP-890 verification of the group's offsets partition, when this
+    broker leads it and the producer has no transaction open there at its epoch (a later commit
+    of the same transaction needs none). Not led here: the core answers NOT_COORDINATOR."""
+    index = partition_for(request.group_id, ctx.groups.core.settings.num_partitions)
+    partition, _ = local_leader(ctx, GROUP_METADATA_TOPIC_NAME, index)
+    if partition is None:
+        return ErrorCode.NONE, None
+    entry = partition.producer_state.get(request.producer_id)
+    if (entry is not None and entry.producer_epoch == request.producer_epoch
+            and entry.current_txn_first_offset >= 0):
+        return ErrorCode.NONE, None
+    guard = partition.start_txn_verification(request.producer_id)
+    verifier = ctx.txn_verifier
+    if verifier is None:
+        return ErrorCode.INVALID_TXN_STATE, None
+    try:
+        error = await verifier.verify(request.transactional_id, request.producer_id,
+                                      request.producer_epoch, GROUP_METADATA_TOPIC_NAME, index)
+    except Exception:  # the coordinator could not be asked: retriable (as produce's verification)
+        error = ErrorCode.NOT_ENOUGH_REPLICAS
+    error = produce_error_for_verification(error)
+    if error == ErrorCode.NONE:
+        return error, guard
+    return (error if error in _CLIENT_ERRORS else ErrorCode.COORDINATOR_NOT_AVAILABLE), None
+
+
+def _with_topics(request, topics):
+    copy = type(request)(**{name: getattr(request, name) for name, _, _ in request._init_plan})
+    copy.topics = topics
+    return copy
+
+
+def _response(request, errors: dict[tuple[str, int], int]) -> TxnOffsetCommitResponse:
+    return TxnOffsetCommitResponse(topics=[
+        _Topic(name=topic.name, partitions=[
+            _Partition(partition_index=p.partition_index,
+                       error_code=errors.get((topic.name, p.partition_index), ErrorCode.UNKNOWN_SERVER_ERROR))
+            for p in topic.partitions])
+        for topic in request.topics])
+
+
+def error_response(header, request, error_code: int) -> TxnOffsetCommitResponse:
+    return _response(request, {(t.name, p.partition_index): error_code
+                               for t in request.topics for p in t.partitions})
