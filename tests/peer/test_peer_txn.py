@@ -92,6 +92,8 @@ def test_commit_and_abort_markers_lso_and_visible_records(txn_peer, client):
         assert (state.last_stable_offset, state.latest_committed, state.latest_uncommitted) == (end, end, end)
         assert state.aborted_first_offsets == EXPECTED_ABORTED[partition]
         assert state.aborted_by_the_batches_producer
+        # read_uncommitted: Fetch still tells the LSO; it names no aborted transaction (null)
+        assert (state.uncommitted_fetch_lso, state.uncommitted_fetch_aborted) == (end, None)
         for reader in CLIENTS:
             assert read_partition(reader, txn_peer, topic, partition, "read_committed", end) == \
                 EXPECTED_COMMITTED[partition]
@@ -122,7 +124,7 @@ def test_an_open_transaction_holds_the_lso_until_it_commits(txn_peer):
         state = partition_state(txn_peer, topic)
         assert state.batches == [data(0, 2), marker(3, "COMMIT"), data(4, 5)]
         assert (state.high_watermark, state.last_stable_offset, state.latest_committed,
-                state.latest_uncommitted) == (6, 4, 4, 6)
+                state.latest_uncommitted, state.uncommitted_fetch_lso) == (6, 4, 4, 6, 4)
         assert state.aborted_first_offsets == []
         committed = [(0, b"c1-0"), (1, b"c1-1"), (2, b"c1-2")]
         readers = [PartitionReader(client, txn_peer, topic, 0, "read_committed") for client in CLIENTS]

@@ -268,7 +268,9 @@ class PartitionState(NamedTuple):
     """What a partition's leader says of it: the batches (read_uncommitted Fetch from 0), the
     high watermark, Fetch's ``last_stable_offset`` (read_committed), ListOffsets latest under
     read_committed and read_uncommitted, and Fetch's aborted transactions (their first offsets,
-    read_committed from 0) with the producer ids they name, relative to the data batches'."""
+    read_committed from 0) with the producer ids they name, relative to the data batches'. Also
+    what a read_uncommitted Fetch says of both: its ``last_stable_offset`` and its aborted
+    transactions (None: the field is null)."""
 
     batches: list[Batch]
     high_watermark: int
@@ -277,6 +279,8 @@ class PartitionState(NamedTuple):
     latest_uncommitted: int
     aborted_first_offsets: list[int]
     aborted_by_the_batches_producer: bool
+    uncommitted_fetch_lso: int
+    uncommitted_fetch_aborted: list | None
 
 
 def _fetch(raw, topic: str, partition: int, isolation_level: int, fetch_offset: int = 0):
@@ -341,7 +345,8 @@ def partition_state(peer, topic: str, partition: int = 0) -> PartitionState:
     return PartitionState(
         batches, uncommitted.high_watermark, committed.last_stable_offset, latest_committed,
         latest_uncommitted, [a.first_offset for a in aborted],
-        all(a.producer_id in producers for a in aborted))
+        all(a.producer_id in producers for a in aborted), uncommitted.last_stable_offset,
+        None if uncommitted.aborted_transactions is None else list(uncommitted.aborted_transactions))
 
 
 def settled(peer, topic: str, partition: int, high_watermark: int) -> PartitionState:
