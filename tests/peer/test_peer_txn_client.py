@@ -5,8 +5,8 @@ consume-transform-produce loop with ``send_offsets_to_transaction`` (KIP-447 gro
 subscribed consumer), and the KIP-939-style prepare/complete mode with the preparing process
 SIGKILLed and the transaction completed by another producer.
 
-Every wait is on a condition with a deadline. pylog's side of the consume-transform-produce test
-is xfail (strict=False) until its group coordinator takes TxnOffsetCommit.
+Every wait is on a condition with a deadline. Each test runs on both systems (pylog's side was
+xfail until its transaction coordinator and TxnOffsetCommit landed).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 
 import pytest
 from peer_support import unique_topic
-from txn_clients import pylog_pending, txn_peer, unique_txn_id, wait_for_txn_coordinator  # noqa: F401
+from txn_clients import txn_peer, unique_txn_id, wait_for_txn_coordinator  # noqa: F401
 
 from broker.client import Consumer, KafkaError, Producer
 from broker.client.transactions import PreparedTransaction
@@ -139,7 +139,6 @@ def test_a_second_instance_fences_the_first(txn_peer, zombie_partition):
     assert read_all(txn_peer, topic, 2, "read_committed", 1) == [b"live"]
 
 
-@pylog_pending()
 def test_consume_transform_produce_with_send_offsets(txn_peer):
     """A subscribed consumer (read_committed, no auto commit) reads 20 records; a transaction
     writes their upper-cased values and sends the consumer's positions with its group metadata
@@ -248,15 +247,15 @@ def test_prepared_transaction_completed_by_the_same_producer(txn_peer):
     assert read_all(txn_peer, topic, 1, "read_committed", 1) == [b"p"]
 
 
-def test_abortable_error_then_abort_goes_on(kafka_peer):
-    """A record to a topic that does not exist fails at send; a TxnOffsetCommit with a stale
-    generation (KIP-447) is an abortable error: commit raises it, abort works and the producer
-    goes on (Kafka only: the group coordinator's TxnOffsetCommit is not in pylog yet)."""
-    topic = kafka_peer.create_topic(unique_topic("txn-abortable"), partitions=1)
+def test_abortable_error_then_abort_goes_on(txn_peer):
+    """A TxnOffsetCommit with a stale generation (KIP-447: the group coordinator answers
+    ILLEGAL_GENERATION) is an abortable error: commit raises it, abort works (the record sent in
+    the transaction is never visible) and the producer goes on."""
+    topic = txn_peer.create_topic(unique_topic("txn-abortable"), partitions=1)
     group = unique_txn_id("abortable-group")
-    consumer = Consumer(kafka_peer.bootstrap, group_id=group, auto_offset_reset="earliest",
+    consumer = Consumer(txn_peer.bootstrap, group_id=group, auto_offset_reset="earliest",
                         enable_auto_commit=False, session_timeout_ms=6_000, heartbeat_interval_ms=300)
-    with txn_producer(kafka_peer) as producer:
+    with txn_producer(txn_peer) as producer:
         try:
             consumer.subscribe([topic])
             deadline = time.monotonic() + DEADLINE_S
@@ -277,7 +276,7 @@ def test_abortable_error_then_abort_goes_on(kafka_peer):
             producer.commit_transaction(DEADLINE_MS)
         finally:
             consumer.close()
-    assert read_all(kafka_peer, topic, 1, "read_committed", 1) == [b"fine"]
+    assert read_all(txn_peer, topic, 1, "read_committed", 1) == [b"fine"]
 
 
 def test_partitions_added_while_produce_requests_are_in_flight(txn_peer):
