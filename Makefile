@@ -31,7 +31,7 @@ setup: system-packages python-packages apache-kafka spark-kafka
 	@# takes 5-20 s; every later process, Spark worker and broker then loads them in about a second).
 	@$(PY) -c 'import broker.records.arrow'
 	@$(PY) -m broker.log.cleaner.warmup
-	@$(PY) -m broker.coordinator.group.bulk_load
+	@$(PY) -m broker.server.group_coordinator
 
 system-packages:
 	@missing=""; \

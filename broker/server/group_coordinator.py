@@ -459,7 +459,7 @@ class GroupCoordinatorService:
     @staticmethod
     async def _warm_up_kernels() -> None:
         try:
-            await asyncio.to_thread(bulk_load.warm_up)
+            await asyncio.to_thread(warm_up_takeover_kernels)
         except Exception:  # a large load then compiles them itself (or replays record by record)
             logger.exception("loading the coordinator's takeover kernels failed")
 
@@ -603,3 +603,21 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
     except IndexError:
         pass
     raise CorruptRecordError(f"a varint at byte {pos} is cut or longer than 10 bytes")
+
+
+def warm_up_takeover_kernels() -> None:
+    """Compile the takeover's loops (``bulk_load``) into numba's on-disk cache (``make setup``;
+    the broker also loads them on a thread at start), through this shell's own path so the
+    argument types (read-only bytes, strided columns) are the ones a takeover looks up: a first
+    takeover would otherwise spend seconds compiling. It lives here, not in ``bulk_load``, because
+    the pure core may not import the shell or the record codec."""
+    from broker.coordinator.group.records import encode_offset_commit_key, encode_offset_commit_value_v3
+
+    batch = encode_batch([Record(0, 0, encode_offset_commit_key("g", "t", 0),
+                                 encode_offset_commit_value_v3(1, -1, "m", 0))], base_offset=0)
+    scanned = _scan_chunks([(0, batch)], 0)
+    assert scanned is not None and bulk_load.replay(scanned, {}, tuple, lambda key, value: None)
+
+
+if __name__ == "__main__":  # make setup
+    warm_up_takeover_kernels()

@@ -164,21 +164,3 @@ def _build(data: bytes, array, winners: np.ndarray, offset_value) -> list | None
         out.append((name, dict(zip(keys[start:end], values[start:end]))))
         start = end
     return out
-
-
-def warm_up() -> None:
-    """Compile the loops into numba's on-disk cache (``make setup``), through the shell's own
-    path so the argument types (read-only bytes, strided columns) are the ones a takeover
-    looks up: a first takeover would otherwise spend seconds compiling."""
-    from broker.coordinator.group.records import encode_offset_commit_key, encode_offset_commit_value_v3
-    from broker.records import Record, encode_batch
-    from broker.server.group_coordinator import _scan_chunks
-
-    batch = encode_batch([Record(0, 0, encode_offset_commit_key("g", "t", 0),
-                                 encode_offset_commit_value_v3(1, -1, "m", 0))], base_offset=0)
-    scanned = _scan_chunks([(0, batch)], 0)
-    assert scanned is not None and replay(scanned, {}, tuple, lambda key, value: None)
-
-
-if __name__ == "__main__":
-    warm_up()
