@@ -16,13 +16,11 @@ from group_clients import produce_spread, wait_for_coordinator
 from group_wire import GroupWire
 from peer_support import unique_topic
 from txn_clients import (
-    TXN_OFFSET_COMMIT_PENDING,
     Batch,
     PartitionReader,
     aborted_from,
     open_txn_producer,
     partition_state,
-    pylog_pending,
     read_partition,
     settled,
     txn_peer,  # noqa: F401  (fixture)
@@ -238,7 +236,6 @@ def consume(client: str, consumer, count: int) -> list[bytes]:
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-@pylog_pending(TXN_OFFSET_COMMIT_PENDING)
 def test_consume_transform_produce_offsets_commit_with_the_output(txn_peer, client):
     """The exactly-once loop: read the input (read_committed), write the transformed records and
     the input offsets (send_offsets_to_transaction) in one transaction. While it is open the

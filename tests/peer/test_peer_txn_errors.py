@@ -14,10 +14,8 @@ import pytest
 from group_wire import GroupWire
 from peer_support import unique_topic
 from txn_clients import (
-    TXN_OFFSET_COMMIT_PENDING,
     Batch,
     partition_state,
-    pylog_pending,
     settled,
     txn_peer,  # noqa: F401  (fixture)
     unique_txn_id,
@@ -212,7 +210,6 @@ def offset_fetch_stable(group_wire: GroupWire, group: str, topic: str) -> tuple[
     return partition.committed_offset, ErrorCode(partition.error_code).name
 
 
-@pylog_pending(TXN_OFFSET_COMMIT_PENDING)
 def test_transactional_offsets_are_visible_only_on_commit(wire, topic):
     """TxnOffsetCommit before AddOffsetsToTxn: INVALID_TXN_STATE. After it the offset is pending:
     OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT (offset -1), without it the

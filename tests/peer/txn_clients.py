@@ -25,14 +25,12 @@ from broker.records import ControlType, decode_batch, decode_control_record, ite
 from broker.wire import ApiKey, ErrorCode, FindCoordinatorRequest
 
 __all__ = ["COORDINATOR_TIMEOUT_S", "FETCH_VERSION", "LIST_OFFSETS_VERSION", "PENDING_REASON", "PYLOG_PENDING",
-           "TRANSACTION_TIMEOUT_MS", "TXN_OFFSET_COMMIT_PENDING", "Batch", "PartitionReader", "PartitionState",
+           "TRANSACTION_TIMEOUT_MS", "Batch", "PartitionReader", "PartitionState",
            "TxnProducer", "aborted_from", "open_txn_producer", "partition_state", "pylog_pending", "read_partition",
            "settled", "txn_peer", "unique_txn_id", "wait_for_leaders", "wait_for_txn_coordinator", "wait_until"]
 
 PENDING_REASON = "transaction coordinator lands with issue 15"
 PYLOG_PENDING = pytest.mark.xfail(strict=False, reason=PENDING_REASON)
-# The parts of issue 15 pylog does not serve yet, by what a test needs.
-TXN_OFFSET_COMMIT_PENDING = "TxnOffsetCommit in the group coordinator comes later in issue 15"
 TRANSACTION_TIMEOUT_MS = 20_000  # a client's transaction.timeout.ms unless a scenario needs another
 COORDINATOR_TIMEOUT_S = 20.0     # Kafka creates __transaction_state (50 partitions) on first use
 FETCH_VERSION = 12               # the newest Fetch with topic names, offered by both
