@@ -204,3 +204,17 @@ def test_offset_delete_tombstone_removes_pending_offsets_of_its_key():
     assert h.stable([("t", 0)]) == {("t", 0): (-1, 0)}
     h.marker(PID, True)
     assert visible(h, [("t", 0)]) == {("t", 0): -1}
+
+
+def test_a_partition_with_transactional_batches_is_not_scanned_column_wise():
+    """bulk_load replays plain batches only: the shell sends such a partition record by record."""
+    from broker.records import ControlRecord, ControlType, Record, encode_batch, encode_control_batch
+    from broker.server.group_coordinator import _has_transactional_batches, _scan_chunks
+    plain = encode_batch([Record(0, 1, b"k", b"v")])
+    txn = encode_batch([Record(1, 1, b"k", b"v")], base_offset=1, producer_id=3, producer_epoch=0, transactional=True)
+    marker = encode_control_batch(ControlRecord(ControlType.COMMIT, 0), offset=2, timestamp=1, producer_id=3,
+                                  producer_epoch=0)
+    assert not _has_transactional_batches(plain + plain, 2 * len(plain))
+    assert _has_transactional_batches(plain + txn, len(plain) + len(txn))
+    assert _has_transactional_batches(plain + marker, len(plain) + len(marker))
+    assert _scan_chunks([(0, plain + txn)], 0) is None
