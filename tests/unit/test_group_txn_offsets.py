@@ -218,3 +218,14 @@ def test_a_partition_with_transactional_batches_is_not_scanned_column_wise():
     assert _has_transactional_batches(plain + txn, len(plain) + len(txn))
     assert _has_transactional_batches(plain + marker, len(plain) + len(marker))
     assert _scan_chunks([(0, plain + txn)], 0) is None
+
+
+def test_a_marker_replicated_while_the_partition_loads_is_applied_after_the_load():
+    h = TxnHarness()
+    h.txn_commit({("t", 0): 5})
+    partition = partition_for(GROUP, h.settings.num_partitions)
+    records = list(h.log[partition])  # the load reads up to here: the marker comes after
+    h.core.begin_load(partition)
+    h.run(h.core.transaction_completed(partition, PID, 4, True, h.now))
+    h.run(h.core.load_partition(partition, records, h.now))
+    assert visible(h, [("t", 0)]) == {("t", 0): 5}

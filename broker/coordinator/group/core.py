@@ -107,6 +107,9 @@ class GroupCoordinatorCore:
         self._rng = rng  # random.Random: member ids (clientId-UUID)
         self._shards: dict[int, Shard] = {}
         self._loading: set[int] = set()
+        # partition -> markers replicated while it loads (producer id, committed), in order: the
+        # load may have read up to an offset before them (see transaction_completed)
+        self._markers_while_loading: dict[int, list[tuple[int, bool]]] = {}
         self._write_ids = itertools.count(1)
         self._now_ms = 0
         self._added_deadline: int | None = None  # see added_deadline
@@ -249,11 +252,14 @@ class GroupCoordinatorCore:
     def load_partition(self, partition: int, records: Iterable[tuple[bytes, bytes | None]],
                        now_ms: int) -> list[Effect]:
         self._now_ms = max(self._now_ms, now_ms)
+        markers = self._markers_while_loading.pop(partition, ())  # unload_partition forgets them
         effects = self.unload_partition(partition) if partition in self._shards else []
         self._loading.discard(partition)
         shard = Shard(partition, self.settings, self._rng, lambda: next(self._write_ids), now_ms,
                       self._timer_added)
         shard.load(records, now_ms)
+        for producer_id, committed in markers:
+            txn_offsets.end_transaction(shard, producer_id, committed)
         self._shards[partition] = shard
         self._timer_added(shard.next_deadline())
         for group in shard.groups.values():
@@ -265,6 +271,7 @@ class GroupCoordinatorCore:
         """Drop the partition's groups. Parked JoinGroup/SyncGroup and requests waiting for an
         append are answered NOT_COORDINATOR; Appends produced while winding down are dropped."""
         self._loading.discard(partition)
+        self._markers_while_loading.pop(partition, None)
         shard = self._shards.pop(partition, None)
         if shard is None:
             return []
@@ -287,8 +294,14 @@ class GroupCoordinatorCore:
     def transaction_completed(self, partition: int, producer_id: int, producer_epoch: int,
                               committed: bool, now_ms: int) -> list[Effect]:
         """A marker of ``producer_id`` is replicated in ``partition`` (see the contract).
-        The epoch is not checked: the partition checked it when it appended the marker."""
+        The epoch is not checked: the partition checked it when it appended the marker. A marker
+        that comes while the partition loads is kept and applied after the load, whose read may
+        end before it (one the read did include then finds nothing pending: no transaction of
+        the producer can write offsets to a partition still loading)."""
         self._now_ms = max(self._now_ms, now_ms)
+        if partition in self._loading:
+            self._markers_while_loading.setdefault(partition, []).append((producer_id, committed))
+            return []
         shard = self._shards.get(partition)
         if shard is not None:
             txn_offsets.end_transaction(shard, producer_id, committed)
