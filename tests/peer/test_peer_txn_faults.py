@@ -30,9 +30,11 @@ from txn_clients import (
 from txn_wire import TxnWire
 
 READY_TIMEOUT_S = 60.0
-TIMEOUT_MS = 1_000  # the open transaction's transaction.timeout.ms
-# The coordinator looks every 1 s (COMMON_BROKER_SETTINGS); Kafka aborts a transaction once it is
-# older than its timeout at such a check, and writes the markers after that.
+# The open transaction's transaction.timeout.ms: short, yet longer than a loaded machine may take
+# between AddPartitionsToTxn and the produce. The coordinator looks every 1 s
+# (COMMON_BROKER_SETTINGS); Kafka aborts a transaction once it is older than its timeout at such a
+# check, and writes the markers after that.
+TIMEOUT_MS = 2_000
 ABORT_WITHIN_S = 15.0
 
 # A transactional producer that commits one transaction (3 records), opens a second (2 records
@@ -106,7 +108,7 @@ def test_a_producer_killed_mid_transaction_is_aborted_by_the_next_init(txn_peer)
 
 
 def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(txn_peer):
-    """Raw wire: a transaction with transaction.timeout.ms 1 s, 2 records on the log, then
+    """Raw wire: a transaction with transaction.timeout.ms 2 s, 2 records on the log, then
     nothing. The coordinator aborts it on its own (CompleteAbort, the epoch bumped 0 -> 1 so the
     producer is fenced), writes the ABORT marker (LSO 3 = the high watermark); the producer's
     late commit is PRODUCER_FENCED, its next InitProducerId gets epoch 2 and a clean start."""
@@ -132,7 +134,7 @@ def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(
 
 
 def test_a_client_whose_transaction_timed_out_cannot_commit(txn_peer):
-    """confluent-kafka with transaction.timeout.ms 1 s: its transaction is aborted by the
+    """confluent-kafka with transaction.timeout.ms 2 s: its transaction is aborted by the
     coordinator while it idles; commit_transaction then fails with a fatal error (_FENCED: the
     abort bumped the epoch) and nothing of the
     transaction is read under read_committed."""
