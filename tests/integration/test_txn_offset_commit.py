@@ -130,3 +130,33 @@ def test_consume_transform_produce_survives_a_killed_loop_and_a_broker_restart(b
     assert loaded_committed_offsets(cluster.bootstrap, "read_committed") == [INPUTS // PARTITIONS] * PARTITIONS
     # the killed transaction's output is in the log, aborted
     assert len(read_all(cluster.bootstrap, ["ctp-out"], PARTITIONS, "read_uncommitted")) > INPUTS
+
+
+def test_java_transactional_message_copier_with_group_metadata(broker_cluster):
+    """Kafka's own consume-transform-produce client (``TransactionalMessageCopier``, the system
+    tests' copier; Java producer and consumer): subscribed to the input (--group-mode), KIP-447
+    group metadata in TxnOffsetCommit (--use-group-metadata), transactions of 40 messages, some
+    aborted at random and retried. The output has each input once under read_committed and the
+    group's offsets are the input's end."""
+    from broker.tools.kafka_peer import KafkaPeerError, find_kafka_install
+    try:
+        install = find_kafka_install()
+    except KafkaPeerError as exc:
+        pytest.skip(str(exc))
+    cluster = cluster_of(broker_cluster, 1)
+    create_topics(cluster.bootstrap, ["ctp-in", "ctp-out"], PARTITIONS)
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
+    inputs = [f"in-{n}".encode() for n in range(INPUTS)]
+    for n, value in enumerate(inputs):
+        producer.produce("ctp-in", value=value, partition=n % PARTITIONS)
+    assert producer.flush(WAIT_S) == 0
+    copier = subprocess.run(install.command("org.apache.kafka.tools.TransactionalMessageCopier", [
+        "--broker-list", cluster.bootstrap, "--input-topic", "ctp-in", "--input-partition", "0",
+        "--output-topic", "ctp-out", "--consumer-group", GROUP, "--transactional-id", "ctp-java",
+        "--transaction-size", "40", "--group-mode", "--use-group-metadata", "--enable-random-aborts",
+        "--max-messages", str(INPUTS)]), capture_output=True, text=True, timeout=180)
+    assert copier.returncode == 0, copier.stderr[-3000:]
+    seen = read_all(cluster.bootstrap, ["ctp-out"], PARTITIONS, expect=INPUTS)
+    assert sorted(seen) == sorted(inputs)  # the copier copies values as they are
+    assert loaded_committed_offsets(cluster.bootstrap, "read_committed") == [INPUTS // PARTITIONS] * PARTITIONS
