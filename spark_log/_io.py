@@ -325,7 +325,8 @@ def write_batches(settings: WriteSettings, batches: Iterable[pa.RecordBatch]) ->
 
 
 def write_transaction(settings: WriteSettings, batches: Iterable[pa.RecordBatch], transactional_id: str,
-                      transaction_timeout_ms: int) -> tuple[dict[TopicPartition, int], PreparedTransaction | None]:
+                      transaction_timeout_ms: int, before_prepare=None,
+                      ) -> tuple[dict[TopicPartition, int], PreparedTransaction | None]:
     """Phase one of the exactly-once write (``spark_log.transactions``): every row inside one
     transaction of ``transactional_id``, prepared (flushed, left open) for the driver to
     complete. None when the task had no rows (no transaction opened). A failure aborts the
@@ -339,6 +340,8 @@ def write_transaction(settings: WriteSettings, batches: Iterable[pa.RecordBatch]
         producer.begin_transaction()
         try:
             deliveries = _send_all(producer, settings, batches)
+            if before_prepare is not None:
+                before_prepare(producer)  # the tests' fault hook
             prepared = producer.prepare_transaction()
         except BaseException:
             try:

@@ -28,7 +28,14 @@ from pyspark.sql.datasource import (
 from spark_log._io import WriteSettings, write_batches, write_transaction
 from spark_log.offsets import TopicPartition, format_partitions
 from spark_log.options import OptionError, SinkOptions
-from spark_log.transactions import Committer, TxnSettings, batch_prefix, transactional_id
+from spark_log.transactions import (
+    TEST_TASK_FAULT_ENV,
+    Committer,
+    TxnSettings,
+    batch_prefix,
+    test_task_fault,
+    transactional_id,
+)
 
 __all__ = ["WrittenRecords", "PylogWriter", "PylogStreamWriter"]
 
@@ -67,13 +74,18 @@ def _task_identity() -> tuple[int, int, int | None, int]:
 # to write one cProfile file per task into this directory. py-spy cannot attach to the workers
 # on every machine, and the per-process CPU split alone does not say which code to fix.
 PROFILE_DIR_ENV = "PYLOG_WRITE_PROFILE_DIR"
+# Set in the driver's environment (before the session starts) to append "<batch> <ms>" per
+# exactly-once stream commit to this file: the driver's commit time, for bench/spark_exactly_once.py.
+COMMIT_TIMES_ENV = "PYLOG_SPARK_COMMIT_TIMES"
 
 
 def _write(settings: WriteSettings, iterator, txn: TxnSettings | None = None) -> WrittenRecords:
     partition_id, attempt, batch_id, task_attempt_id = _task_identity()
     if txn is not None:
         tid = transactional_id(txn.prefix, batch_id or 0, partition_id, attempt, task_attempt_id)
-        write = lambda: write_transaction(settings, iterator, tid, txn.transaction_timeout_ms)  # noqa: E731
+        hook = (lambda producer: test_task_fault(batch_id or 0, partition_id, producer)) \
+            if os.environ.get(TEST_TASK_FAULT_ENV) else None
+        write = lambda: write_transaction(settings, iterator, tid, txn.transaction_timeout_ms, hook)  # noqa: E731
     else:
         write = lambda: (write_batches(settings, iterator), None)  # noqa: E731
     profile_dir = os.environ.get(PROFILE_DIR_ENV)
@@ -171,8 +183,12 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
             committer = Committer(self._txn)
             committer.commit(_prepared(messages), batchId)
             committer.abort_lingering()  # failed or losing speculative attempts of this batch
-            log.info("pylog stream batch %d committed in %.1f ms: %s", batchId,
-                     (time.perf_counter() - started) * 1000, _summary(messages))
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            log.info("pylog stream batch %d committed in %.1f ms: %s", batchId, elapsed_ms, _summary(messages))
+            times = os.environ.get(COMMIT_TIMES_ENV)
+            if times:
+                with open(times, "a") as out:
+                    out.write(f"{batchId} {elapsed_ms:.3f}\n")
             return
         log.info("pylog stream batch %d committed: %s", batchId, _summary(messages))
 

@@ -53,7 +53,7 @@ from broker.client.txn_requests import TxnCoordinatorClient
 from broker.wire import ErrorCode
 
 __all__ = ["TxnSettings", "Committer", "transactional_id", "default_prefix", "test_kill_point",
-           "TEST_KILL_ENV", "ONGOING"]
+           "test_task_fault", "TEST_KILL_ENV", "TEST_KILL_PGID_ENV", "TEST_TASK_FAULT_ENV", "ONGOING"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,11 @@ DEFAULT_COMMIT_LOG_TOPIC = "pylog-spark-commits"
 # of commit (points: before-intent, after-intent, after-first-commit). Read from the environment
 # of the process running the driver-side commit; never set it outside the fault tests.
 TEST_KILL_ENV = "PYLOG_SPARK_TEST_KILL_AT"
+TEST_KILL_PGID_ENV = "PYLOG_SPARK_TEST_KILL_PGID"  # the process group to kill (test-only)
+# Test-only: "<kill|raise>:<batch>:<partition>:<marker file>" makes the first task attempt of that
+# batch and partition that finds no marker file create it and then die (SIGKILL of its Python
+# worker) or raise, after its rows are sent and before it prepares: a worker lost mid-write.
+TEST_TASK_FAULT_ENV = "PYLOG_SPARK_TEST_TASK_FAULT"
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,31 @@ def test_kill_point(point: str, batch_id: int) -> None:
     if name == point and (not batch or int(batch) == batch_id):
         log.warning("test hook %s: killing the driver's process group at %s of batch %d",
                     TEST_KILL_ENV, point, batch_id)
+        # Spark runs the commit in a Python process outside the driver's process group: the
+        # test names that group (its driver's session); this process goes down with it.
+        group = os.environ.get(TEST_KILL_PGID_ENV)
+        if group:
+            os.killpg(int(group), signal.SIGKILL)
         os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def test_task_fault(batch_id: int, partition_id: int, producer) -> None:
+    """Test-only fault injection in a task (``TEST_TASK_FAULT_ENV``)."""
+    wanted = os.environ.get(TEST_TASK_FAULT_ENV)
+    if not wanted:
+        return
+    kind, batch, partition, marker = wanted.split(":", 3)
+    if int(batch) != batch_id or int(partition) != partition_id:
+        return
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return  # an earlier attempt took the fault
+    os.close(fd)
+    producer.flush()  # the transaction is open at the coordinator and on the partitions
+    if kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise RuntimeError(f"test hook {TEST_TASK_FAULT_ENV}: injected task failure")
 
 
 # Driver-side clients per (bootstrap, commit topic), kept across commits in a reused Python
