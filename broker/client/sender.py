@@ -747,13 +747,19 @@ class Sender:
                 self._retry_or_fail([batch], error, unknown=False)
 
     def _after_a_gap(self, batch: ProducerBatch) -> bool:
-        """True when an earlier batch of the partition awaits a retry or was failed (lock held)."""
+        """True when ``batch`` is not the partition's next sequence: an earlier batch of the
+        partition is not acknowledged yet (awaits a retry, or is still in flight), or one was
+        failed (lock held). Java's rule (``TransactionManager.canRetry``: not ``isNextSequence``):
+        the broker refused this batch because it has not written the earlier ones yet, so it
+        was not written and is resent after them. An earlier batch still in flight happens when
+        a broker runs a connection's pipelined requests concurrently and a later one overtakes
+        an earlier one that waits (pylog's Produce awaiting KIP-890 verification)."""
         if self._reset_pending:
             return True
         for other in self._acc.batches():
             if other is batch:
                 return False
-            if other.tp == batch.tp and other.state != IN_FLIGHT:
+            if other.tp == batch.tp:
                 return True
         return False
 
