@@ -229,3 +229,41 @@ def test_a_marker_replicated_while_the_partition_loads_is_applied_after_the_load
     h.run(h.core.transaction_completed(partition, PID, 4, True, h.now))
     h.run(h.core.load_partition(partition, records, h.now))
     assert visible(h, [("t", 0)]) == {("t", 0): 5}
+
+
+def test_random_mixes_match_kafkas_rule_by_record_position_live_and_after_reloads():
+    """A model of Kafka's replay (OffsetMetadataManager): each record has its log position; a
+    COMMIT materializes a pending offset only if it is later in the log than the cached one's.
+    Random plain commits, transactional commits of three producers, markers and reloads: the
+    visible offsets and the unstable partitions always match the model."""
+    import random
+    for seed in range(30):
+        rng = random.Random(seed)
+        h = TxnHarness()
+        position = 0
+        model: dict = {}  # partition -> (offset, position)
+        pending: dict = {}  # producer -> {partition: (offset, position)}
+        for step in range(60):
+            action = rng.random()
+            partition, offset = rng.randrange(3), rng.randrange(1_000)
+            producer = rng.choice((PID, OTHER_PID, 3000))
+            position += 1
+            if action < 0.3:
+                h.commit({("t", partition): offset})
+                model[partition] = (offset, position)
+            elif action < 0.65:
+                h.txn_commit({("t", partition): offset}, producer_id=producer)
+                pending.setdefault(producer, {})[partition] = (offset, position)
+            elif action < 0.9:
+                committed = rng.random() < 0.6
+                h.marker(producer, committed)
+                for p, (o, pos) in pending.pop(producer, {}).items():
+                    if committed and (p not in model or model[p][1] < pos):
+                        model[p] = (o, pos)
+            else:
+                h.reload()
+            expected = {("t", p): (model[p][0] if p in model else -1) for p in range(3)}
+            assert visible(h, [("t", p) for p in range(3)]) == expected, (seed, step)
+            unstable = {p for entries in pending.values() for p in entries}
+            assert {p for (_, p), (_, e) in h.stable([("t", p) for p in range(3)]).items()
+                    if e == UNSTABLE_OFFSET_COMMIT} == unstable, (seed, step)
