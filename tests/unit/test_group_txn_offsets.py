@@ -267,3 +267,19 @@ def test_random_mixes_match_kafkas_rule_by_record_position_live_and_after_reload
             unstable = {p for entries in pending.values() for p in entries}
             assert {p for (_, p), (_, e) in h.stable([("t", p) for p in range(3)]).items()
                     if e == UNSTABLE_OFFSET_COMMIT} == unstable, (seed, step)
+
+
+def test_deleting_the_group_drops_its_pending_offsets_with_tombstones():
+    """Kafka's deleteAllOffsets: a tombstone for every pending-only key too, so neither the
+    marker nor a reload brings the offset back."""
+    from broker.wire.apis.delete_groups import DeleteGroupsRequest
+    from group_helpers import DELETE
+    h = TxnHarness()
+    h.commit({("t", 0): 3})
+    h.txn_commit({("t", 0): 5, ("t", 1): 6})
+    assert h.answer(h.request(DELETE, 2, DeleteGroupsRequest(groups_names=[GROUP]))).results[0].error_code == 0
+    assert h.stable([("t", 0), ("t", 1)]) == {("t", 0): (-1, 0), ("t", 1): (-1, 0)}
+    h.marker(PID, True)
+    assert visible(h, [("t", 0), ("t", 1)]) == {("t", 0): -1, ("t", 1): -1}
+    h.reload()
+    assert visible(h, [("t", 0), ("t", 1)]) == {("t", 0): -1, ("t", 1): -1}

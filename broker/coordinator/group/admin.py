@@ -61,6 +61,15 @@ def describe_group(shard, group_id: str):
         ) for m in group.members.values()])
 
 
+def pending_txn_keys(shard, group_id: str, committed: set) -> list:
+    """Keys with only pending transactional offsets (TxnOffsetCommit): a group's deletion writes
+    their tombstones too, which drop the pending offsets (Kafka's deleteAllOffsets)."""
+    keys: set = set()
+    for producer_id in shard.txn_groups.get(group_id, ()):
+        keys.update(k for k in shard.txn_offsets.get(producer_id, {}) if k[0] == group_id)
+    return sorted(keys - committed)
+
+
 def delete_group(shard, group_id: str, report) -> list:
     """Delete one group; ``report(error_code) -> effects`` is called exactly once, now or when
     the append completes. Returns the effects (report's, or the Append)."""
@@ -70,6 +79,7 @@ def delete_group(shard, group_id: str, report) -> list:
     if not group.in_state(S.EMPTY):
         return report(NON_EMPTY_GROUP)
     offset_keys = [(group_id, topic, partition) for topic, partition in shard.offsets.get(group_id, {})]
+    offset_keys += pending_txn_keys(shard, group_id, set(offset_keys))
     records = [(encode_offset_commit_key(*key), None) for key in offset_keys]
     records.append((encode_group_metadata_key(group_id), None))
 
