@@ -283,3 +283,17 @@ def test_deleting_the_group_drops_its_pending_offsets_with_tombstones():
     assert visible(h, [("t", 0), ("t", 1)]) == {("t", 0): -1, ("t", 1): -1}
     h.reload()
     assert visible(h, [("t", 0), ("t", 1)]) == {("t", 0): -1, ("t", 1): -1}
+
+
+def test_offset_delete_of_a_pending_only_key_writes_its_tombstone():
+    from broker.wire.apis.offset_delete import OffsetDeleteRequest
+    from group_helpers import OFFSET_DELETE
+    h = TxnHarness()
+    h.txn_commit({("t", 0): 5})
+    tcls = OffsetDeleteRequest.OffsetDeleteRequestTopic
+    pcls = OffsetDeleteRequest.OffsetDeleteRequestPartition
+    h.request(OFFSET_DELETE, 0, OffsetDeleteRequest(group_id=GROUP, topics=[
+        tcls(name="t", partitions=[pcls(partition_index=0)])]))
+    h.marker(PID, True)
+    h.reload()
+    assert visible(h, [("t", 0)]) == {("t", 0): -1}

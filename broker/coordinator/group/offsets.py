@@ -181,7 +181,9 @@ def handle_offset_delete(shard, token, version: int, request, now_ms: int) -> li
         for p in t.partitions:
             parts.append(part_cls(partition_index=p.partition_index,
                                   error_code=GROUP_SUBSCRIBED_TO_TOPIC if subscribed else 0))
-            if not subscribed and (t.name, p.partition_index) in offsets:
+            if not subscribed and ((t.name, p.partition_index) in offsets or (
+                    request.group_id in shard.txn_groups and _has_txn_pending(
+                        shard, (request.group_id, t.name, p.partition_index)))):  # Kafka's deleteOffsets
                 keys.append((request.group_id, t.name, p.partition_index))
                 records.append((encode_offset_commit_key(*keys[-1]), None))
         topics.append(topic_cls(name=t.name, partitions=parts))
