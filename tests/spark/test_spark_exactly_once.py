@@ -91,3 +91,30 @@ def test_options():
         parse_sink_options({**base, "deliveryGuarantee": "twice"})
     with pytest.raises(OptionError, match="acks"):
         parse_sink_options({**base, "deliveryGuarantee": "exactly-once", "kafka.acks": "1"})
+
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "exactly_once_copy.ipynb"
+
+
+def test_cluster_to_cluster_copy_notebook(txn_cluster, cluster_factory, tmp_path, monkeypatch):
+    """notebooks/exactly_once_copy.ipynb copies a topic between two pylog clusters exactly-once;
+    a second run after more input copies only the new records."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    target = cluster_factory.make(1, overrides=txn_overrides(1))
+    source_topic = create_topic(txn_cluster.bootstrap, unique("nbsrc"), 2)
+    target_topic = create_topic(target.bootstrap, unique("nbdst"), 2)
+    produce_keyed(txn_cluster.bootstrap, source_topic, 700)
+    for name, value in {"PYLOG_SOURCE_BOOTSTRAP": txn_cluster.bootstrap, "PYLOG_TARGET_BOOTSTRAP": target.bootstrap,
+                        "PYLOG_SOURCE_TOPIC": source_topic, "PYLOG_TARGET_TOPIC": target_topic,
+                        "PYLOG_CHECKPOINT": str(tmp_path / "ck")}.items():
+        monkeypatch.setenv(name, value)
+    for total in (700, 1000):
+        notebook = nbformat.read(NOTEBOOK, as_version=4)
+        nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
+                                resources={"metadata": {"path": str(tmp_path)}}).execute()
+        text = "\n".join(o.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
+                         for o in cell.get("outputs", []))
+        assert f"target {total} records (read_committed), 0 duplicated" in text, text
+        check_exactly_once(target.bootstrap, target_topic, total)
+        produce_keyed(txn_cluster.bootstrap, source_topic, 300, start=700)
