@@ -34,7 +34,8 @@ everyone else.
 The peer's address: each request task runs in its connection's ``contextvars`` context, where
 ``client_host()`` answers the peer's IP address (the group coordinator records it as a member's
 ``client_host``, as Kafka does), without widening the handler interface for the few APIs that
-want it.
+want it. ``connection_state()`` is likewise a per-connection dict for the few handlers that must
+keep state across a connection's requests (``append_order``: Produce appends in request order).
 
 Shutdown (``close``): the listening socket closes, every connection stops reading new requests,
 the requests already read are answered (for at most ``drain_timeout_s``), then the connections
@@ -52,16 +53,25 @@ import struct
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["NetworkLimits", "RequestHandler", "KafkaServer", "CloseConnection", "client_host"]
+__all__ = ["NetworkLimits", "RequestHandler", "KafkaServer", "CloseConnection", "client_host",
+           "connection_state"]
 
 log = logging.getLogger("pylog.network")
 _SIZE = struct.Struct(">i")
 _CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
+_CONNECTION_STATE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("connection_state", default=None)
 
 
 def client_host() -> str:
     """The IP address of the peer whose request is being handled ("" outside a connection)."""
     return _CLIENT_HOST.get()
+
+
+def connection_state() -> dict:
+    """A dict shared by every request of the calling connection (a fresh one, shared with
+    nothing, outside a connection)."""
+    state = _CONNECTION_STATE.get()
+    return {} if state is None else state
 
 
 class CloseConnection(Exception):
@@ -208,6 +218,7 @@ class _Connection(asyncio.Protocol):
         self._context = contextvars.copy_context()
         if self._peer:
             self._context.run(_CLIENT_HOST.set, str(self._peer[0]))
+        self._context.run(_CONNECTION_STATE.set, {})
         self._last_received = self._loop.time()
         self._arm_idle_timer(self._limits.connections_max_idle_ms / 1000)
 

@@ -36,6 +36,10 @@ the ISR is only this broker): NOT_ENOUGH_REPLICAS_AFTER_APPEND (20) if the ISR s
 minimum meanwhile, NOT_LEADER_OR_FOLLOWER (6) if this broker stopped leading in between (even if
 it leads again: the batch may have been truncated), REQUEST_TIMED_OUT (7) after ``timeout_ms``.
 All three are retriable; an idempotent producer's retry is deduplicated wherever it lands.
+
+Append order: the Produce requests of one connection run concurrently, but append in request
+order (``append_order``: verification may answer a later request first; sequences must see the
+producer's send order). Only the appends are ordered; verifications and acks=-1 waits overlap.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from broker.cluster.internal_topics import is_internal
 from broker.records import read_header
 from broker.replica.partition import AppendResult
 from broker.replica.transactions import produce_error_for_verification
+from broker.server.append_order import produce_order
 from broker.server.context import BrokerContext
 from broker.server.handlers.common import local_leader
 from broker.server.handlers.produce_shape import is_transactional, records_shape_error
@@ -66,13 +71,19 @@ async def handle(ctx: BrokerContext, header, request) -> ProduceResponse | None:
         return error_response(header, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)  # as Kafka
     if request.acks not in (0, 1, -1):
         return error_response(header, request, ErrorCode.INVALID_REQUIRED_ACKS)
-    refused, verified = await _verify_transactions(ctx, request)
-    results: dict[tuple[str, int], AppendResult] = dict(refused)
-    for topic in request.topic_data:
-        for data in topic.partition_data:
-            key = (topic.name, data.index)
-            if key not in results:
-                results[key] = _append(ctx, topic.name, data, request.acks, verified.get(key))
+    order = produce_order()
+    ticket = order.take()  # before the first await: tickets follow request order
+    try:
+        refused, verified = await _verify_transactions(ctx, request)
+        await order.wait_turn(ticket)  # every earlier Produce on this connection has appended
+        results: dict[tuple[str, int], AppendResult] = dict(refused)
+        for topic in request.topic_data:
+            for data in topic.partition_data:
+                key = (topic.name, data.index)
+                if key not in results:
+                    results[key] = _append(ctx, topic.name, data, request.acks, verified.get(key))
+    finally:
+        order.release(ticket)
     if request.acks == 0:
         return _no_response(results)
     if request.acks == -1:
