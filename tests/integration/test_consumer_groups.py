@@ -48,9 +48,23 @@ def one_broker(broker_cluster):
                           **GROUP_SETTINGS)
 
 
+def wait_for_controller(admin: AdminClient, deadline: float) -> None:
+    """Until Metadata names a controller. A broker answers ApiVersions (the fixture's readiness)
+    before it has learned the controller, and its Metadata says controller -1 meanwhile (Kafka's
+    ZooKeeper-mode brokers do the same). librdkafka's admin then waits for the controller and
+    only looks again when its metadata changes, so a CreateTopics sent in that window hung its
+    whole timeout, the topic never created (1 run in 8 at load 10: the broker's log shows it
+    became the controller 40 ms after serving, then nothing until the test stopped it 30 s later).
+    ``list_topics`` refreshes the handle's metadata, so the CreateTopics after it finds the controller."""
+    while admin.list_topics(timeout=10).controller_id < 0:
+        assert time.monotonic() < deadline, "no controller in the metadata"
+        time.sleep(0.1)
+
+
 def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + WAIT_S
+    wait_for_controller(admin, deadline)
     while True:  # a broker that just started may not be in the controller's view yet
         try:
             admin.create_topics([NewTopic(name, partitions, replication)])[name].result(30)

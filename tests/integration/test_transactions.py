@@ -39,6 +39,9 @@ def cluster_of(broker_cluster, n: int):
 def create_topics(bootstrap: str, names, partitions: int, replication: int = 1, assignment=None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + WAIT_S
+    while admin.list_topics(timeout=10).controller_id < 0:  # see test_consumer_groups.wait_for_controller
+        assert time.monotonic() < deadline, "no controller in the metadata"
+        time.sleep(0.1)
     for name in names:
         new = (NewTopic(name, len(assignment), replica_assignment=assignment) if assignment is not None
                else NewTopic(name, partitions, replication))
