@@ -279,16 +279,10 @@ def test_abortable_error_then_abort_goes_on(txn_peer):
     assert read_all(txn_peer, topic, 1, "read_committed", 1) == [b"fine"]
 
 
-# pylog's network layer runs a connection's pipelined requests concurrently (a task each, answers
-# in order): two Produce requests of one partition that both await KIP-890 verification can
-# append in the wrong order, and the later batch's OUT_OF_ORDER_SEQUENCE_NUMBER then reaches the
-# client after the earlier one was acknowledged (not retriable for Java's client either). Kafka
-# serves one request per connection at a time. Seen 2 times in ~15 runs under load.
-PIPELINED_VERIFY_ORDER = pytest.mark.xfail(
-    strict=False, reason="pylog may append pipelined Produce requests awaiting KIP-890 verification out of order")
-
-
-@pytest.mark.parametrize("txn_peer", ["kafka", pytest.param("pylog", marks=PIPELINED_VERIFY_ORDER)], indirect=True)
+# pylog runs a connection's pipelined requests concurrently; two Produce requests of one partition
+# that both await KIP-890 verification once appended in the wrong order (2 in ~15 runs). Produce now
+# appends in request order per connection (broker/server/append_order.py); this test guards it.
+@pytest.mark.parametrize("txn_peer", ["kafka", "pylog"], indirect=True)
 def test_partitions_added_while_produce_requests_are_in_flight(txn_peer):
     """linger 0 and many batches to partition 0 keep Produce requests pipelined to the leader,
     which is also the transaction coordinator; new partitions join meanwhile (AddPartitionsToTxn
