@@ -499,6 +499,7 @@ _PRODUCER_INTS = {
     "delivery.timeout.ms": ("delivery_timeout_ms", 1),
     "request.timeout.ms": ("request_timeout_ms", 1),
     "max.block.ms": ("max_block_ms", 0),
+    "max.in.flight.requests.per.connection": ("max_in_flight_requests", 1),
 }
 COMPRESSION_TYPES = ("none", "gzip", "lz4")
 # A sink task writes whole Arrow batches: 1 MiB record batches (Kafka's default batch.size is
