@@ -79,8 +79,14 @@ class AppendOrder:
 def produce_order() -> AppendOrder:
     """The calling connection's line for Produce appends (a fresh one outside a connection,
     i.e. a handler called directly, which orders nothing)."""
+    return connection_order(_STATE_KEY)
+
+
+def connection_order(key: str) -> AppendOrder:
+    """The calling connection's line named ``key`` (Produce has its own; TxnOffsetCommit, which
+    also awaits verification before it reaches the group coordinator, has another)."""
     state = connection_state()
-    order = state.get(_STATE_KEY)
+    order = state.get(key)
     if order is None:
-        order = state[_STATE_KEY] = AppendOrder()
+        order = state[key] = AppendOrder()
     return order

@@ -19,6 +19,7 @@ from __future__ import annotations
 from broker.cluster.internal_topics import GROUP_METADATA_TOPIC_NAME
 from broker.coordinator.group.core import partition_for
 from broker.replica.transactions import produce_error_for_verification
+from broker.server.append_order import connection_order
 from broker.server.context import BrokerContext
 from broker.server.handlers.common import local_leader
 from broker.server.network import client_host
@@ -49,12 +50,20 @@ async def handle(ctx: BrokerContext, header, request) -> TxnOffsetCommitResponse
             known_topics.append(type(topic)(name=topic.name, partitions=partitions))
     if known_topics:
         forwarded = _with_topics(request, known_topics)
-        error, guard = await _verify(ctx, request)
-        if error != ErrorCode.NONE:
-            response = error_response(header, forwarded, error)
-        else:
-            response = await ctx.groups.handle_txn_offset_commit(
-                header.api_version, forwarded, header.client_id, "/" + client_host(), guard)
+        # Pipelined commits on one connection reach the group coordinator in request order,
+        # although verification may answer a later one first (as Produce: ``append_order``).
+        order = connection_order("txn_offset_commit")
+        ticket = order.take()  # before the first await: tickets follow request order
+        try:
+            error, guard = await _verify(ctx, request)
+            await order.wait_turn(ticket)
+            if error != ErrorCode.NONE:
+                response = error_response(header, forwarded, error)
+            else:
+                response = await ctx.groups.handle_txn_offset_commit(
+                    header.api_version, forwarded, header.client_id, "/" + client_host(), guard)
+        finally:
+            order.release(ticket)
         for topic in response.topics:
             for p in topic.partitions:
                 answered[(topic.name, p.partition_index)] = p.error_code
