@@ -52,7 +52,8 @@ def committed_records(spark, bootstrap: str, topic: str) -> int:
             .option("isolation.level", "read_committed").load().count())
 
 
-def copy(spark, bootstrap: str, source: str, sink: str, checkpoint: str, guarantee: str, per_trigger: int) -> float:
+def copy(spark, bootstrap: str, source: str, sink: str, checkpoint: str, guarantee: str, per_trigger: int,
+         in_flight: int | None = None) -> float:
     df = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
           .option("subscribe", source).option("startingOffsets", "earliest")
           .option("isolation.level", "read_committed").option("maxOffsetsPerTrigger", str(per_trigger))
@@ -60,10 +61,10 @@ def copy(spark, bootstrap: str, source: str, sink: str, checkpoint: str, guarant
     start = time.perf_counter()
     writer = (df.writeStream.format("pylog").option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
               .option("deliveryGuarantee", guarantee).option("checkpointLocation", checkpoint))
-    if guarantee == "exactly-once":
-        # One produce in flight per connection: with several, the transactional producer fails
-        # its tasks with OUT_OF_ORDER_SEQUENCE_NUMBER here (issue 15's client; see the report).
-        writer = writer.option("kafka.max.in.flight.requests.per.connection", "1")
+    if guarantee == "exactly-once" and in_flight is not None:
+        # Before b00cbce (Produce appends in request order per connection) pipelined
+        # transactional Produce could append out of order: OUT_OF_ORDER_SEQUENCE_NUMBER; 1 avoided it.
+        writer = writer.option("kafka.max.in.flight.requests.per.connection", str(in_flight))
     query = writer.trigger(availableNow=True).start()
     query.awaitTermination()
     assert query.exception() is None, query.exception()
@@ -103,7 +104,7 @@ def run(args, root: Path) -> None:
                     admin.create_topics(sink, partitions=args.partitions, replication_factor=3)
                 times_file.unlink(missing_ok=True)
                 elapsed = copy(spark, bootstrap, "bench-eos-source", sink, str(root / f"ck-{sink}"),
-                               guarantee, per_trigger)
+                               guarantee, per_trigger, args.eos_in_flight)
                 assert committed_records(spark, bootstrap, sink) == args.records, f"{sink}: wrong record count"
                 if round_:
                     rates[guarantee].append(args.records / elapsed)
@@ -132,6 +133,8 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--batches", type=int, default=10, help="micro-batches per copy")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--eos-in-flight", type=int, default=None,
+                        help="kafka.max.in.flight.requests.per.connection of the exactly-once sink (default 5)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-eos-") as tmp:
         run(args, Path(tmp))
