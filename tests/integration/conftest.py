@@ -29,6 +29,7 @@ from kazoo.client import KazooClient
 
 from broker.cluster.zk import KafkaZkClient
 from broker.tools.zookeeper import DEFAULT_SETTINGS, ZooKeeperProcess, reserve_free_port
+from broker.wire import decode_response, encode_request
 
 # tickTime 500 ms lets sessions be as short as 1 s (2 ticks), so tests about session expiry are
 # quick; 6 s is Kafka 2.x's default zookeeper.session.timeout.ms before 2.5.
@@ -133,6 +134,33 @@ def api_versions_answer(port: int, timeout_s: float = 1.0) -> bool:
             return correlation_id == 1 and len(_recv_exact(sock, size - 4)) == size - 4
     except (OSError, ValueError):
         return False
+
+
+def metadata_controller(port: int, timeout_s: float = 1.0) -> int:
+    """The controller id a broker's Metadata (v1) names, -1 for none yet or no answer."""
+    body = encode_request(3, 1, 1, "probe", {"topics": []})
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            (size,) = struct.unpack(">i", _recv_exact(sock, 4))
+            _, response = decode_response(3, 1, _recv_exact(sock, size))
+            return response.controller_id
+    except (OSError, ValueError):
+        return -1
+
+
+def wait_for_controller(brokers, timeout_s: float = BROKER_START_TIMEOUT_S) -> None:
+    """Wait until every broker's Metadata names a controller. A broker answers ApiVersions some
+    40-80 ms before it knows the controller (as Kafka's ZooKeeper-mode brokers do), and a
+    confluent-kafka CreateTopics sent in that window waits for a controller and never asks again:
+    the test's topic is never created (seen under load as a 30 s create_topics timeout)."""
+    deadline = time.monotonic() + timeout_s
+    for broker in brokers:
+        while metadata_controller(broker.port) < 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"broker {broker.broker_id} named no controller within {timeout_s} s:\n"
+                                   f"{broker.log_tail()}")
+            time.sleep(0.05)
 
 
 def _recv_exact(sock: socket.socket, size: int) -> bytes:
@@ -270,6 +298,7 @@ class ClusterFactory:
                                                  directory / "data"))
         for broker in cluster.brokers:
             broker.start()
+        wait_for_controller(cluster.brokers)
         return cluster
 
     def close(self) -> None:
