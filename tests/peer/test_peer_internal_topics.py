@@ -4,10 +4,10 @@ internal in Metadata), a client's Produce to them and CreateTopics of their name
 error codes. Both peers run one broker with internal replication factor 1 (``peer_support
 .internal_topic_settings``).
 
+FindCoordinator of a group (issue 14) and of a transactional id (issue 15) are answered alike:
+with the coordinator once the topic's leaders exist.
+
 Named differences, pinned here so a change on either side shows up:
-- FindCoordinator of a transactional id: Kafka answers with the coordinator once the topic's
-  leaders exist; pylog keeps COORDINATOR_NOT_AVAILABLE (15) until its transaction coordinator
-  exists (issue 15). Groups are answered alike (issue 14).
 - DeleteTopics of an internal topic: Kafka 4.1 deletes it (0); pylog refuses with
   INVALID_TOPIC_EXCEPTION (17) (why: ``broker/server/handlers/delete_topics.py``). The test
   deletes Kafka's ``__transaction_state`` and has it created again before it ends.
@@ -79,10 +79,9 @@ def test_find_coordinator_creates_both_topics_alike(peers, internal):
         shapes[peer.name] = {n: (t.is_internal, len(t.partitions), {len(p.replica_nodes) for p in t.partitions})
                              for n, t in topics.items()}
     assert shapes["kafka"] == shapes["pylog"] == {OFFSETS: (True, 50, {1}), TXN: (True, 50, {1})}
-    # Named difference: pylog has no transaction coordinator yet, so it never answers with one.
-    kafka, pylog = peers
-    assert [find_coordinator(kafka, t) for t in (0, 1)] == [ErrorCode.NONE] * 2
-    assert [find_coordinator(pylog, t) for t in (0, 1)] == [ErrorCode.NONE, ErrorCode.COORDINATOR_NOT_AVAILABLE]
+    # Once the leaders exist both peers name a coordinator for a group and a transactional id.
+    answers = {peer.name: [find_coordinator(peer, t) for t in (0, 1)] for peer in peers}
+    assert answers["kafka"] == answers["pylog"] == [ErrorCode.NONE] * 2
 
 
 @pytest.mark.parametrize("name", [OFFSETS, TXN])
