@@ -16,6 +16,7 @@ import time
 
 from peer_support import unique_topic
 from test_peer_group_wire import wait_for_group_coordinator
+from txn_clients import wait_for_leaders
 from wire_probe import api_version_ranges, connect, produce_partition, produce_request
 
 from broker.client.config import ClientConfig
@@ -116,7 +117,8 @@ def request_for(api_key: int, version: int, open_txn: dict) -> dict:
 def test_kafka_parses_every_shared_version_of_every_transaction_api(kafka_peer):
     wait_for_transaction_coordinator(kafka_peer)
     wait_for_group_coordinator(kafka_peer)
-    topic = kafka_peer.create_topic(unique_topic("txn-wire"))
+    # Produce right after CreateTopics can meet NOT_LEADER_OR_FOLLOWER until the leader is known.
+    topic = wait_for_leaders(kafka_peer, kafka_peer.create_topic(unique_topic("txn-wire")), 1)
     open_txn = {"id": "peer-txn-wire-open", "topic": topic}
     open_txn["pid"], open_txn["epoch"] = open_transaction(kafka_peer, open_txn["id"], topic)
     offered = api_version_ranges(kafka_peer)
