@@ -3,8 +3,7 @@
 observes (its assignment, the records it read, its committed offsets), so the same group scenario
 on Apache Kafka and on pylog can be compared with ``==``.
 
-Also here: ``group_peer``, the per-system fixture of the group modules (``pylog_differs`` marks
-pylog's side of a test expected to fail for a named difference), the wait for a group's
+Also here: ``group_peer``, the per-system fixture of the group modules, the wait for a group's
 coordinator, and records spread over a topic's partitions.
 """
 
@@ -22,7 +21,7 @@ from broker.client.producer import Producer
 from broker.wire import ApiKey, ErrorCode, FindCoordinatorRequest
 
 __all__ = ["CLIENTS", "DEADLINE_S", "GroupMember", "group_peer", "open_consumer",
-           "produce_spread", "pylog_differs", "unique_group", "wait_for_coordinator", "wait_until"]
+           "produce_spread", "unique_group", "wait_for_coordinator", "wait_until"]
 
 DEADLINE_S = 30.0
 POLL_S = 0.2
@@ -42,14 +41,6 @@ def group_peer(request):
     """Either system, for group scenarios whose expected outcome is stated once and must hold on
     both (the outcome is what Apache Kafka 4.1 does, checked when this tier was written)."""
     return request.getfixturevalue(f"{request.param}_peer")
-
-
-def pylog_differs(reason: str):
-    """For a test whose pylog side fails for a known difference from Kafka (a bug to fix, named
-    in ``reason``): ``group_peer`` with pylog's side expected to fail (strict=False: the fix
-    makes it pass, and then this mark goes)."""
-    return pytest.mark.parametrize("group_peer", [
-        "kafka", pytest.param("pylog", marks=pytest.mark.xfail(strict=False, reason=reason))], indirect=True)
 
 
 def wait_until(condition: Callable[[], object], what: str, timeout_s: float = DEADLINE_S):

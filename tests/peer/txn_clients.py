@@ -5,9 +5,7 @@ isolation level to its end, and the broker-side state a client relies on, read o
 aborted transactions), so the same transactional scenario on Apache Kafka and on pylog can be
 compared with ``==``.
 
-Also here: ``txn_peer``, the per-system fixture of the transaction modules. ``pylog_pending``
-marks pylog's side of a test xfail (strict=False) while the part of issue 15 it needs is being
-built, or for a named difference from Kafka; a test whose pylog side passes loses the mark.
+Also here: ``txn_peer``, the per-system fixture of the transaction modules.
 """
 
 from __future__ import annotations
@@ -24,13 +22,10 @@ from wire_probe import connect
 from broker.records import ControlType, decode_batch, decode_control_record, iter_batches
 from broker.wire import ApiKey, ErrorCode, FindCoordinatorRequest
 
-__all__ = ["COORDINATOR_TIMEOUT_S", "FETCH_VERSION", "LIST_OFFSETS_VERSION", "PENDING_REASON", "PYLOG_PENDING",
-           "TRANSACTION_TIMEOUT_MS", "Batch", "PartitionReader", "PartitionState",
-           "TxnProducer", "aborted_from", "open_txn_producer", "partition_state", "pylog_pending", "read_partition",
+__all__ = ["COORDINATOR_TIMEOUT_S", "FETCH_VERSION", "LIST_OFFSETS_VERSION", "TRANSACTION_TIMEOUT_MS",
+           "Batch", "PartitionReader", "PartitionState", "TxnProducer", "aborted_from", "open_txn_producer", "partition_state", "read_partition",
            "settled", "txn_peer", "unique_txn_id", "wait_for_leaders", "wait_for_txn_coordinator", "wait_until"]
 
-PENDING_REASON = "transaction coordinator lands with issue 15"
-PYLOG_PENDING = pytest.mark.xfail(strict=False, reason=PENDING_REASON)
 TRANSACTION_TIMEOUT_MS = 20_000  # a client's transaction.timeout.ms unless a scenario needs another
 COORDINATOR_TIMEOUT_S = 20.0     # Kafka creates __transaction_state (50 partitions) on first use
 FETCH_VERSION = 12               # the newest Fetch with topic names, offered by both
@@ -44,13 +39,6 @@ _no_coordinator: set[str] = set()  # peers seen without a transaction coordinato
 
 def unique_txn_id(prefix: str = "peer-txn") -> str:
     return f"{prefix}-{next(_txn_numbers)}-{time.monotonic_ns() % 1_000_000}"
-
-
-def pylog_pending(reason: str = PENDING_REASON):
-    """``txn_peer`` with pylog's side expected to fail for one test (xfail, strict=False: the
-    part of issue 15 named in ``reason`` makes it pass, and then this mark goes)."""
-    mark = PYLOG_PENDING if reason == PENDING_REASON else pytest.mark.xfail(strict=False, reason=reason)
-    return pytest.mark.parametrize("txn_peer", ["kafka", pytest.param("pylog", marks=mark)], indirect=True)
 
 
 @pytest.fixture(params=["kafka", "pylog"])
