@@ -11,8 +11,13 @@ with no known partition left is answered without the coordinator.
 from __future__ import annotations
 
 from broker.server.context import BrokerContext
-from broker.server.handlers.group_common import forward
-from broker.wire import ApiKey, ErrorCode, OffsetCommitResponse
+from broker.server.handlers.group_common import (
+    forward,
+    merge_partition_errors,
+    per_partition_response,
+    split_unknown_partitions,
+)
+from broker.wire import ApiKey, OffsetCommitResponse
 
 __all__ = ["API_KEY", "handle", "error_response"]
 
@@ -22,41 +27,16 @@ _Partition = OffsetCommitResponse.OffsetCommitResponsePartition
 
 
 async def handle(ctx: BrokerContext, header, request) -> OffsetCommitResponse:
-    topics = ctx.metadata.snapshot.topics
-    unknown: dict[tuple[str, int], int] = {}
-    known_topics = []
-    for topic in request.topics:
-        known = topics.get(topic.name)
-        partitions = [p for p in topic.partitions if known is not None and p.partition_index in known.partitions]
-        for p in topic.partitions:
-            if known is None or p.partition_index not in known.partitions:
-                unknown[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if partitions:
-            known_topics.append(type(topic)(name=topic.name, partitions=partitions))
-    if not unknown:
+    answered, known = split_unknown_partitions(ctx, request)
+    if known is request:
         return await forward(ctx, header, request, error_response)
-    answered: dict[tuple[str, int], int] = dict(unknown)
-    if known_topics:
-        response = await forward(ctx, header, _with_topics(request, known_topics), error_response)
-        for topic in response.topics:
-            for p in topic.partitions:
-                answered[(topic.name, p.partition_index)] = p.error_code
+    if known is not None:
+        merge_partition_errors(answered, await forward(ctx, header, known, error_response))
     return _response(request, answered)
 
 
-def _with_topics(request, topics):
-    copy = type(request)(**{name: getattr(request, name) for name, _, _ in request._init_plan})
-    copy.topics = topics
-    return copy
-
-
 def _response(request, errors: dict[tuple[str, int], int]) -> OffsetCommitResponse:
-    return OffsetCommitResponse(topics=[
-        _Topic(name=topic.name, partitions=[
-            _Partition(partition_index=p.partition_index,
-                       error_code=errors.get((topic.name, p.partition_index), ErrorCode.UNKNOWN_SERVER_ERROR))
-            for p in topic.partitions])
-        for topic in request.topics])
+    return per_partition_response(OffsetCommitResponse, _Topic, _Partition, request, errors)
 
 
 def error_response(header, request, error_code: int) -> OffsetCommitResponse:

@@ -22,6 +22,11 @@ from broker.replica.transactions import produce_error_for_verification
 from broker.server.append_order import connection_order
 from broker.server.context import BrokerContext
 from broker.server.handlers.common import local_leader
+from broker.server.handlers.group_common import (
+    merge_partition_errors,
+    per_partition_response,
+    split_unknown_partitions,
+)
 from broker.server.network import client_host
 from broker.wire import ApiKey, ErrorCode, TxnOffsetCommitResponse
 
@@ -37,19 +42,8 @@ _CLIENT_ERRORS = frozenset({ErrorCode.INVALID_TXN_STATE, ErrorCode.INVALID_PRODU
 async def handle(ctx: BrokerContext, header, request) -> TxnOffsetCommitResponse:
     if ctx.groups is None or not hasattr(ctx.groups, "handle_txn_offset_commit"):
         return error_response(header, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    topics = ctx.metadata.snapshot.topics
-    answered: dict[tuple[str, int], int] = {}
-    known_topics = []
-    for topic in request.topics:
-        known = topics.get(topic.name)
-        partitions = [p for p in topic.partitions if known is not None and p.partition_index in known.partitions]
-        for p in topic.partitions:
-            if known is None or p.partition_index not in known.partitions:
-                answered[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if partitions:
-            known_topics.append(type(topic)(name=topic.name, partitions=partitions))
-    if known_topics:
-        forwarded = _with_topics(request, known_topics)
+    answered, forwarded = split_unknown_partitions(ctx, request)
+    if forwarded is not None:
         # Pipelined commits on one connection reach the group coordinator in request order,
         # although verification may answer a later one first (as Produce: ``append_order``).
         order = connection_order("txn_offset_commit")
@@ -64,9 +58,7 @@ async def handle(ctx: BrokerContext, header, request) -> TxnOffsetCommitResponse
                     header.api_version, forwarded, header.client_id, "/" + client_host(), guard)
         finally:
             order.release(ticket)
-        for topic in response.topics:
-            for p in topic.partitions:
-                answered[(topic.name, p.partition_index)] = p.error_code
+        merge_partition_errors(answered, response)
     return _response(request, answered)
 
 
@@ -97,19 +89,8 @@ async def _verify(ctx: BrokerContext, request) -> tuple[int, object | None]:
     return (error if error in _CLIENT_ERRORS else ErrorCode.COORDINATOR_NOT_AVAILABLE), None
 
 
-def _with_topics(request, topics):
-    copy = type(request)(**{name: getattr(request, name) for name, _, _ in request._init_plan})
-    copy.topics = topics
-    return copy
-
-
 def _response(request, errors: dict[tuple[str, int], int]) -> TxnOffsetCommitResponse:
-    return TxnOffsetCommitResponse(topics=[
-        _Topic(name=topic.name, partitions=[
-            _Partition(partition_index=p.partition_index,
-                       error_code=errors.get((topic.name, p.partition_index), ErrorCode.UNKNOWN_SERVER_ERROR))
-            for p in topic.partitions])
-        for topic in request.topics])
+    return per_partition_response(TxnOffsetCommitResponse, _Topic, _Partition, request, errors)
 
 
 def error_response(header, request, error_code: int) -> TxnOffsetCommitResponse:
