@@ -37,6 +37,11 @@ The peer's address: each request task runs in its connection's ``contextvars`` c
 want it. ``connection_state()`` is likewise a per-connection dict for the few handlers that must
 keep state across a connection's requests (``append_order``: Produce appends in request order).
 
+The principal (issue 17): ``principal()`` answers the authenticated principal of the calling
+connection as Kafka's ``KafkaPrincipal`` string, ``"User:ANONYMOUS"`` until authentication (SASL,
+a TLS client certificate) calls ``set_principal`` from one of the connection's requests; every later
+request of that connection sees it. The authorizer checks (principal, client_host()) per request.
+
 Shutdown (``close``): the listening socket closes, every connection stops reading new requests,
 the requests already read are answered (for at most ``drain_timeout_s``), then the connections
 close. A client therefore gets an answer to everything it sent before the broker stopped
@@ -54,7 +59,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 __all__ = ["NetworkLimits", "RequestHandler", "KafkaServer", "CloseConnection", "client_host",
-           "connection_state"]
+           "connection_state", "principal", "set_principal", "ANONYMOUS"]
 
 log = logging.getLogger("pylog.network")
 _SIZE = struct.Struct(">i")
@@ -72,6 +77,26 @@ def connection_state() -> dict:
     nothing, outside a connection)."""
     state = _CONNECTION_STATE.get()
     return {} if state is None else state
+
+
+ANONYMOUS = "User:ANONYMOUS"  # Kafka's KafkaPrincipal.ANONYMOUS: an unauthenticated connection
+_PRINCIPAL_KEY = "principal"  # its slot in connection_state()
+
+
+def principal() -> str:
+    """The calling connection's principal, ``"<type>:<name>"`` (Kafka's KafkaPrincipal string);
+    ``ANONYMOUS`` until ``set_principal`` (and outside a connection)."""
+    state = _CONNECTION_STATE.get()
+    return ANONYMOUS if state is None else state.get(_PRINCIPAL_KEY, ANONYMOUS)
+
+
+def set_principal(name: str) -> None:
+    """Authentication's result for the calling connection (``"User:alice"``): every later request
+    of the connection runs as this principal. Outside a connection it does nothing."""
+    assert ":" in name, f"a principal is '<type>:<name>', not {name!r}"
+    state = _CONNECTION_STATE.get()
+    if state is not None:
+        state[_PRINCIPAL_KEY] = name
 
 
 class CloseConnection(Exception):

@@ -305,3 +305,38 @@ def test_client_host_is_the_peers_address_inside_a_request_and_empty_outside():
 
     assert asyncio.run(asyncio.wait_for(main(), 10)) == [b"127.0.0.1"] * 2
     assert client_host() == ""
+
+
+def test_principal_is_anonymous_until_set_and_then_the_connections_alone():
+    from broker.server.network import ANONYMOUS, principal, set_principal
+
+    class LoginHandler:
+        """b"login:<name>" authenticates the connection; anything else answers its principal."""
+
+        async def handle(self, frame: bytes) -> bytes:
+            if frame.startswith(b"login:"):
+                set_principal("User:" + frame[6:].decode())
+            await asyncio.sleep(0)
+            return principal().encode()
+
+    async def main():
+        server = KafkaServer(LoginHandler(), "127.0.0.1", 0, NetworkLimits())
+        await server.start()
+        try:
+            (r1, w1), (r2, w2) = await connect(server), await connect(server)
+            w1.write(frame(b"who"))
+            before = await read_frame(r1)
+            w1.write(frame(b"login:alice") + frame(b"who"))
+            after = [await read_frame(r1) for _ in range(2)]
+            w2.write(frame(b"who"))
+            other = await read_frame(r2)
+            w1.close(), w2.close()
+            return before, after, other
+        finally:
+            await server.close()
+
+    before, after, other = asyncio.run(asyncio.wait_for(main(), 10))
+    assert before == ANONYMOUS.encode() == b"User:ANONYMOUS"
+    assert after == [b"User:alice"] * 2
+    assert other == b"User:ANONYMOUS"
+    assert principal() == ANONYMOUS
