@@ -16,7 +16,7 @@ __all__ = [
     "LOG_DIR_EVENT_NOTIFICATION", "LOG_DIR_EVENT_PREFIX", "PRODUCER_ID_BLOCK", "CONTROLLER",
     "CONTROLLER_EPOCH", "CLUSTER_ID", "PERSISTENT_PATHS",
     "broker_id_path", "topic_path", "partitions_path", "partition_path", "partition_state_path",
-    "topic_config_path", "delete_topic_path", "consumer_group_path", "consumer_offsets_path",
+    "topic_config_path", "entity_config_path", "ENTITY_TYPES", "delete_topic_path", "consumer_group_path", "consumer_offsets_path",
     "consumer_offset_path",
 ]
 
@@ -85,6 +85,20 @@ def partition_state_path(topic: str, partition: int) -> str:
 def topic_config_path(topic: str) -> str:
     validate_topic_name(topic)
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+# ConfigType: the entity kinds with a /config/<type>/<name> znode.
+ENTITY_TYPES = ("topics", "brokers", "users", "clients")
+
+
+def entity_config_path(entity_type: str, name: str) -> str:
+    """``/config/<type>/<name>``: ``brokers/<default>`` is the cluster-wide broker default,
+    ``users``/``clients`` names arrive already sanitized (Kafka URL-encodes them)."""
+    if entity_type == "topics":
+        return topic_config_path(name)
+    if entity_type not in ENTITY_TYPES:
+        raise ValueError(f"unknown config entity type {entity_type!r}")
+    return f"{CONFIG}/{entity_type}/{_znode_name(name, entity_type[:-1])}"
 
 
 def delete_topic_path(topic: str) -> str:

@@ -52,6 +52,7 @@ from broker.cluster.layout import (
     decode_cluster_id,
     decode_controller,
     decode_controller_epoch,
+    decode_config_change,
     decode_entity_config,
     decode_offset,
     encode_cluster_id,
@@ -339,6 +340,53 @@ class KafkaZkClient:
         self._zk.create(
             paths.CONFIG_CHANGE_PREFIX, encode_config_change(f"topics/{name}"), sequence=True, makepath=True
         )
+
+    def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
+        """``/config/<type>/<name>``'s overrides (``{}`` when absent): topics, brokers (an id
+        or ``<default>``), users, clients."""
+        path = paths.entity_config_path(entity_type, name)
+        try:
+            data, _ = self._read(self._zk.get, path)
+        except zke.NoNodeError:
+            return {}
+        return _parse(path, decode_entity_config, data)
+
+    def change_entity_config(self, entity_type: str, name: str, config: Mapping[str, str]) -> None:
+        """Replace an entity's overrides and notify every broker (``/config/changes``), as
+        ``AdminZkClient.changeConfigs``; topics must exist."""
+        if entity_type == "topics":
+            self.change_topic_config(name, config)
+            return
+        path, config_data = paths.entity_config_path(entity_type, name), encode_entity_config(config)
+        try:
+            self._zk.set(path, config_data)
+        except zke.NoNodeError:
+            self._zk.create(path, config_data, makepath=True)
+        self._zk.create(paths.CONFIG_CHANGE_PREFIX, encode_config_change(f"{entity_type}/{name}"),
+                        sequence=True, makepath=True)
+
+    def get_config_changes(self, after: int) -> list[tuple[int, str]]:
+        """The notifications whose sequence number is above ``after``: (number, entity path),
+        oldest first. A notification that vanished (purged) or is malformed is skipped."""
+        found = []
+        for child in self._children(paths.CONFIG_CHANGES):
+            number = _sequence_number(child)
+            if number is None or number <= after:
+                continue
+            path = f"{paths.CONFIG_CHANGES}/{child}"
+            try:
+                data, _ = self._read(self._zk.get, path)
+                found.append((number, _parse(path, decode_config_change, data)))
+            except zke.NoNodeError:
+                continue
+            except MalformedZnodeError as exc:
+                log.warning("ignoring %s: %s", path, exc)
+        return sorted(found)
+
+    def watch_config_changes(self, callback: Callable[[], bool | None]) -> ChildrenWatch:
+        """Call ``callback()`` now and whenever ``/config/changes`` gets a child."""
+        self._zk.ensure_path(paths.CONFIG_CHANGES)
+        return ChildrenWatch(self._zk, paths.CONFIG_CHANGES, lambda children: callback())
 
     # -- partition state ---------------------------------------------------------------------
 
@@ -660,3 +708,10 @@ def _broker_id(name: str) -> int:
     if not name.isdigit() or not name.isascii():
         raise MalformedZnodeError(f"{paths.BROKER_IDS}/{name}: not a broker id")
     return int(name)
+
+
+def _sequence_number(child: str) -> int | None:
+    """``config_change_0000000042`` -> 42; None for any other name."""
+    prefix = paths.CONFIG_CHANGE_PREFIX.rsplit("/", 1)[1]
+    digits = child[len(prefix):] if child.startswith(prefix) else ""
+    return int(digits) if digits.isdigit() else None

@@ -189,6 +189,16 @@ class LogManager:
         )
         self._dir_of[tp] = log_dir
 
+    def update_broker_config(self, config: LogConfig) -> None:
+        """New broker-level log defaults (a dynamic broker config): every open log gets them,
+        under its topic's overrides, without a restart."""
+        self._config = config
+        for (topic, _), log in list(self._logs.items()):
+            try:
+                log.update_config(self._config_for(topic))
+            except ValueError as exc:  # overrides that do not fit the new defaults
+                logger.error("topic %s keeps its log config: %s", topic, exc)
+
     def _config_for(self, topic: str) -> LogConfig:
         return self._config.with_overrides(self._topic_overrides.get(topic, {}))
 

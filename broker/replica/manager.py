@@ -41,7 +41,7 @@ opening a partition starts from the checkpointed value (at most the log end offs
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence
 
@@ -215,6 +215,13 @@ class ReplicaManager:
         for key in doomed:
             self._remove(key)
         self._known_topics = set(topics)
+
+    def update_min_insync_replicas(self, default: int) -> None:
+        """A new broker-wide ``min.insync.replicas`` (dynamic config): partitions whose topic
+        does not set its own take it at once."""
+        self.settings = replace(self.settings, min_insync_replicas=default)
+        for key, partition in self._partitions.items():
+            partition.min_insync_replicas = _min_insync(self._configs.get(key, {}), default)
 
     def _apply_partition(self, topic: str, index: int, view: PartitionView,
                          config: Mapping[str, str], may_lead: bool) -> None:

@@ -9,12 +9,16 @@ after the config's own broker key, so ``retention.ms`` on a broker that only set
 (``log.retention.ms``, ``log.roll.ms``, ``log.flush.interval.ms``: derived from their
 ``.hours``/scheduler synonyms; ``advertised.listeners``: ``listeners``) list none unless set. An entry's source is its first synonym's, or
 DEFAULT_CONFIG when there is none; a broker key with a null default and no setting reads as null,
-as Kafka reports it. pylog has no dynamic broker configs: no DYNAMIC_*_BROKER levels.
+as Kafka reports it. Dynamic broker configs (``dynamic_config``) come before the static level:
+this broker's own (DYNAMIC_BROKER_CONFIG), then the cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG);
+the default resource (``<default>``, named "" on the wire) lists no per-broker level.
 
 Kafka's tools print these lists (``kafka-configs --describe``), so the peer tier compares them.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from broker.server.config import BrokerConfig
 from broker.server.config_entries import (
@@ -26,10 +30,15 @@ from broker.server.config_entries import (
     describe_topic_configs,
 )
 
-__all__ = ["Synonym", "broker_defaults", "broker_synonyms", "topic_synonyms", "kafka_broker_value",
+if TYPE_CHECKING:
+    from broker.server.dynamic_config import DynamicBrokerConfigs
+
+__all__ = ["SOURCE_DYNAMIC_BROKER", "SOURCE_DYNAMIC_DEFAULT_BROKER", "Synonym", "broker_defaults", "broker_synonyms", "topic_synonyms", "kafka_broker_value",
            "source_of"]
 
 Synonym = tuple[str, "str | None", int]  # (name, value, source)
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 
 # DynamicBrokerConfig.brokerConfigSynonyms for the keys pylog has; every other key is its own.
 _BROKER_SYNONYMS = {
@@ -57,11 +66,21 @@ def broker_defaults(broker: BrokerConfig) -> dict[str, str | None]:
     return values
 
 
-def broker_synonyms(key: str, broker: BrokerConfig, defaults: dict[str, str | None] | None = None) -> list[Synonym]:
-    """The broker-level synonyms of broker key ``key``, Kafka's order and trimming."""
+def broker_synonyms(key: str, broker: BrokerConfig, defaults: dict[str, str | None] | None = None,
+                    levels: "DynamicBrokerConfigs | None" = None, per_broker: bool = True) -> list[Synonym]:
+    """The broker-level synonyms of broker key ``key``, Kafka's order and trimming. ``levels``
+    are the dynamic configs (None: the static properties are everything); ``per_broker=False``
+    describes the cluster default, without this broker's own level."""
     defaults = broker_defaults(broker) if defaults is None else defaults
     keys = _BROKER_SYNONYMS.get(key, (key,))
-    chain = [(k, broker.properties[k], SOURCE_STATIC_BROKER) for k in keys if k in broker.properties]
+    static = broker.properties if levels is None else levels.static
+    chain: list[Synonym] = []
+    if levels is not None:
+        if per_broker:
+            chain += [(k, levels.per_broker[k], SOURCE_DYNAMIC_BROKER) for k in keys if k in levels.per_broker]
+        chain += [(k, levels.cluster_default[k], SOURCE_DYNAMIC_DEFAULT_BROKER)
+                  for k in keys if k in levels.cluster_default]
+    chain += [(k, static[k], SOURCE_STATIC_BROKER) for k in keys if k in static]
     chain += [(k, defaults[k], SOURCE_DEFAULT) for k in keys if defaults.get(k) is not None]
     while chain and chain[0][0] != key:
         chain.pop(0)
@@ -69,11 +88,12 @@ def broker_synonyms(key: str, broker: BrokerConfig, defaults: dict[str, str | No
 
 
 def topic_synonyms(entry: ConfigEntry, broker: BrokerConfig,
-                   defaults: dict[str, str | None] | None = None) -> list[Synonym]:
+                   defaults: dict[str, str | None] | None = None,
+                   levels: "DynamicBrokerConfigs | None" = None) -> list[Synonym]:
     """A topic config's synonyms: its own setting, then its broker key's chain."""
     chain = [(entry.name, entry.value, SOURCE_DYNAMIC_TOPIC)] if entry.source == SOURCE_DYNAMIC_TOPIC else []
     if entry.synonym is not None:
-        chain += broker_synonyms(entry.synonym[0], broker, defaults)
+        chain += broker_synonyms(entry.synonym[0], broker, defaults, levels)
     return chain
 
 

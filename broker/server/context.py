@@ -13,6 +13,7 @@ from typing import Callable, Protocol, Mapping, Sequence
 from broker.replica.manager import ReplicaManager
 from broker.server.config import BrokerConfig
 from broker.server.metadata import MetadataCache
+from broker.server.network import connection_state
 
 __all__ = ["BrokerContext", "ControllerApi", "GroupCoordinatorApi", "ProducerIdSource", "TxnCoordinatorApi"]
 
@@ -61,7 +62,7 @@ class BrokerContext:
     controller: ControllerApi
     producer_ids: ProducerIdSource
     now_ms: Callable[[], int]
-    listener_name: str = "PLAINTEXT"
+    listener_name: str = "PLAINTEXT"  # the inter-broker listener (inter.broker.listener.name)
     stopping: bool = False  # set at shutdown: long polls answer at once
     broker_epoch: int = -1  # czxid of our /brokers/ids/N (KIP-380); -1 until registered
     request_metadata_refresh: Callable[..., None] = lambda **_: None  # MetadataSync.request_refresh
@@ -70,7 +71,19 @@ class BrokerContext:
     # KIP-890 verification of transactional produce (broker.replica.transactions.TxnVerifier,
     # e.g. the TxnCoordinatorService); None: every transaction-opening produce gets INVALID_TXN_STATE
     txn_verifier: object | None = None
+    # SCRAM credentials in ZooKeeper (broker.server.credentials.CredentialStore); None: no users
+    credentials: object | None = None
+    # dynamic configs (broker.server.config_changes.ConfigChangeService: read/write/levels);
+    # None: AlterConfigs answers UNKNOWN_SERVER_ERROR, DescribeConfigs shows static levels only
+    config_store: object | None = None
 
     @property
     def broker_id(self) -> int:
         return self.config.broker_id
+
+    @property
+    def client_listener_name(self) -> str:
+        """The listener the calling request arrived on (Metadata, FindCoordinator and
+        DescribeCluster answer with that listener's endpoints, as Kafka does); the inter-broker
+        listener outside a connection."""
+        return connection_state().get("listener") or self.listener_name

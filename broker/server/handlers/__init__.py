@@ -10,6 +10,8 @@ from types import MappingProxyType, ModuleType
 from broker.server.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_user_scram_credentials,
+    alter_configs,
     api_versions,
     controlled_shutdown,
     create_topics,
@@ -21,10 +23,12 @@ from broker.server.handlers import (
     describe_producers,
     describe_topic_partitions,
     describe_transactions,
+    describe_user_scram_credentials,
     end_txn,
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leader_and_isr,
@@ -39,6 +43,8 @@ from broker.server.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     stop_replica,
     sync_group,
     txn_offset_commit,
@@ -63,6 +69,10 @@ _MODULES: tuple[ModuleType, ...] = (
     write_txn_markers,  # partition leaders append the coordinator's markers
     describe_producers,  # a partition leader's producers and open transactions (KIP-664)
     txn_offset_commit,  # to the group coordinator (offsets pending until the transaction's marker)
+    # authentication: the SASL gate serves these before authentication; after it, ILLEGAL_SASL_STATE
+    sasl_handshake, sasl_authenticate,
+    describe_user_scram_credentials, alter_user_scram_credentials,  # SCRAM users in ZooKeeper
+    alter_configs, incremental_alter_configs,  # dynamic configs (ZooKeeper, config_changes)
 )
 
 HANDLERS: MappingProxyType[int, ModuleType] = MappingProxyType(

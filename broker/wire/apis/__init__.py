@@ -16,6 +16,14 @@ from enum import IntEnum
 from types import MappingProxyType
 
 from broker.wire.api import ApiSpec
+from broker.wire.apis.alter_configs import (
+    ALTER_CONFIGS,
+    INCREMENTAL_ALTER_CONFIGS,
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from broker.wire.apis.api_versions import API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse
 from broker.wire.apis.controlled_shutdown import (
     CONTROLLED_SHUTDOWN,
@@ -117,6 +125,21 @@ from broker.wire.apis.txn_offset_commit import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 )
+# Authentication (issue 17): SASL and SCRAM credential administration.
+from broker.wire.apis.sasl_authenticate import (
+    SASL_AUTHENTICATE,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+)
+from broker.wire.apis.sasl_handshake import SASL_HANDSHAKE, SaslHandshakeRequest, SaslHandshakeResponse
+from broker.wire.apis.user_scram_credentials import (
+    ALTER_USER_SCRAM_CREDENTIALS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 from broker.wire.apis.write_txn_markers import (
     WRITE_TXN_MARKERS,
     WriteTxnMarkersRequest,
@@ -161,6 +184,12 @@ __all__ = [
     "DescribeProducersRequest", "DescribeProducersResponse",
     "DescribeTransactionsRequest", "DescribeTransactionsResponse",
     "ListTransactionsRequest", "ListTransactionsResponse",
+    "SaslHandshakeRequest", "SaslHandshakeResponse",
+    "SaslAuthenticateRequest", "SaslAuthenticateResponse",
+    "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse",
+    "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse",
+    "AlterConfigsRequest", "AlterConfigsResponse",
+    "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse",
 ]
 
 
@@ -184,6 +213,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -194,10 +224,15 @@ class ApiKey(IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    SASL_AUTHENTICATE = 36
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -214,6 +249,8 @@ _ALL = (
     LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE,
     ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT,
     DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS,
+    SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS,
+    ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS,
 )
 
 API_SPECS: MappingProxyType[int, ApiSpec] = MappingProxyType({spec.key: spec for spec in _ALL})
@@ -237,6 +274,9 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
+    # Dynamic configs (issue 18), Kafka 4.1's versions.
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     # What Kafka 4's Java admin client asks before falling back to Metadata (kafka-topics).
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
@@ -266,6 +306,11 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     # The group coordinator's (txn_offsets); v5 is transaction version 2 (KIP-890 part 2: the
     # offsets partition added implicitly), not advertised as EndTxn v5.
     ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+    # Authentication (broker/server/authenticator.py), at Kafka 4.1's versions.
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 })
 
 assert {int(key) for key in ApiKey} == set(API_SPECS), "ApiKey and API_SPECS disagree"

@@ -1,0 +1,80 @@
+"""The pure part of dynamic configs: IncrementalAlterConfigs' operations, what a broker may
+change without a restart, the three levels of broker configuration and their synonyms."""
+
+import pytest
+
+from broker.log import LogConfig
+from broker.server.config_entries import describe_topic_configs
+from broker.server.config_synonyms import (
+    SOURCE_DYNAMIC_BROKER,
+    SOURCE_DYNAMIC_DEFAULT_BROKER,
+    broker_synonyms,
+    topic_synonyms,
+)
+from broker.server.dynamic_config import (
+    DEFAULT_BROKER,
+    ConfigChangeError,
+    DynamicBrokerConfigs,
+    apply_incremental,
+    check_broker_change,
+    check_topic_change,
+)
+from broker.wire import ErrorCode
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+STATIC = {"broker.id": "1", "zookeeper.connect": "localhost:2181", "log.retention.ms": "1000"}
+
+
+def test_incremental_operations_over_stored_overrides():
+    current = {"retention.ms": "5", "cleanup.policy": "delete"}
+    new = apply_incremental(current, [("retention.ms", DELETE, None), ("segment.bytes", SET, "2048"),
+                                      ("cleanup.policy", APPEND, "compact,delete")])
+    assert new == {"segment.bytes": "2048", "cleanup.policy": "delete,compact"}
+    assert apply_incremental(new, [("cleanup.policy", SUBTRACT, "delete")])["cleanup.policy"] == "compact"
+    assert current == {"retention.ms": "5", "cleanup.policy": "delete"}  # not changed in place
+
+
+@pytest.mark.parametrize("ops, code", [
+    ([("retention.ms", APPEND, "5")], ErrorCode.INVALID_CONFIG),
+    ([("retention.ms", SET, "1"), ("retention.ms", DELETE, None)], ErrorCode.INVALID_REQUEST),
+    ([("retention.ms", 9, "1")], ErrorCode.INVALID_REQUEST),
+])
+def test_incremental_refusals(ops, code):
+    with pytest.raises(ConfigChangeError) as err:
+        apply_incremental({}, ops)
+    assert err.value.error_code == code
+
+
+@pytest.mark.parametrize("configs, words", [
+    ({"foo": "1"}, "Unknown topic config name: foo"),
+    ({"retention.ms": "abc"}, "retention.ms"),
+    ({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"}, "conflict"),
+])
+def test_topic_change_checked_as_create_topics_checks(configs, words):
+    with pytest.raises(ConfigChangeError) as err:
+        check_topic_change("t", configs, LogConfig())
+    assert err.value.error_code == ErrorCode.INVALID_CONFIG and words in err.value.message
+    check_topic_change("t", {"retention.ms": "10", "cleanup.policy": "compact"}, LogConfig())
+
+
+def test_broker_change_only_for_dynamic_keys_with_valid_values():
+    levels = DynamicBrokerConfigs(STATIC)
+    check_broker_change(levels, "1", {"log.retention.ms": "5", "leader.replication.throttled.rate": "10485760"})
+    for bad in ({"num.partitions": "3"}, {"leader.replication.throttled.rate": "-1"},
+                {"log.segment.bytes": "x"}, {"min.insync.replicas": "0"}):
+        with pytest.raises(ConfigChangeError) as err:
+            check_broker_change(levels, DEFAULT_BROKER, bad)
+        assert err.value.error_code == ErrorCode.INVALID_CONFIG, bad
+
+
+def test_levels_per_broker_over_default_over_static_with_synonyms():
+    levels = DynamicBrokerConfigs(STATIC, {"log.retention.ms": "2000", "min.insync.replicas": "2"},
+                                  {"log.retention.ms": "3000"})
+    config = levels.broker_config()
+    assert config.log.retention_ms == 3000 and config.min_insync_replicas == 2
+    chain = broker_synonyms("log.retention.ms", config, levels=levels)
+    assert [(s[1], s[2]) for s in chain[:3]] == [
+        ("3000", SOURCE_DYNAMIC_BROKER), ("2000", SOURCE_DYNAMIC_DEFAULT_BROKER), ("1000", 4)]
+    assert broker_synonyms("log.retention.ms", config, levels=levels, per_broker=False)[0][1] == "2000"
+    entry = next(e for e in describe_topic_configs({}, config) if e.name == "retention.ms")
+    assert entry.value == "3000" and topic_synonyms(entry, config, levels=levels)[0][2] == SOURCE_DYNAMIC_BROKER
