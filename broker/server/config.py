@@ -45,6 +45,7 @@ from broker.cluster.internal_topics import InternalTopicsConfig
 from broker.coordinator.group.core import GroupSettings
 from broker.coordinator.txn.core import TxnSettings
 from broker.log import LogConfig
+from broker.server.security_config import SecurityConfig, security_from_properties
 
 __all__ = ["ConfigError", "BrokerConfig", "Listener", "parse_properties", "parse_overrides",
            "load_properties"]
@@ -146,6 +147,8 @@ class BrokerConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     transaction_state_log_load_buffer_size_bytes: int = 5 * _MIB
     transaction_partition_verification_enable: bool = True  # KIP-890 part 1
+    # listeners' security protocols, TLS, SASL (broker/server/security_config.py): Kafka's names
+    security: SecurityConfig = field(default_factory=SecurityConfig)
     log: LogConfig = field(default_factory=LogConfig)
     unknown_keys: tuple[str, ...] = ()
     properties: Mapping[str, str] = field(default_factory=dict)  # as given, for DescribeConfigs
@@ -265,6 +268,7 @@ class BrokerConfig:
             log=_log_config(props),
             properties=MappingProxyType(dict(props)),
         )
+        config = replace(config, security=_security(props, config, p))
         _check_listeners(config)
         _check_replication(config)
         _check_cleaner(config)
@@ -296,6 +300,15 @@ def _log_config(props: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_properties(props)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+
+
+def _security(props: Mapping[str, str], config: BrokerConfig, p: "_Reader") -> SecurityConfig:
+    try:
+        security, known = security_from_properties(props, [l.name for l in config.listeners])
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    p.known.update(known)
+    return security
 
 
 def _check_replication(config: BrokerConfig) -> None:
@@ -409,8 +422,6 @@ def _listeners(key: str, raw: str) -> tuple[Listener, ...]:
         if not match:
             raise ConfigError(f"{key}: {item!r} is not NAME://HOST:PORT (e.g. PLAINTEXT://127.0.0.1:9092)")
         name, host, port = match.group(1).upper(), match.group(2).strip("[]"), int(match.group(3))
-        if name != "PLAINTEXT":
-            raise ConfigError(f"{key}: listener {name} is not supported; pylog serves PLAINTEXT only")
         if port > 65535:
             raise ConfigError(f"{key}: port {port} is outside 0-65535")
         out.append(Listener(name, host, port))
