@@ -42,6 +42,16 @@ connection as Kafka's ``KafkaPrincipal`` string, ``"User:ANONYMOUS"`` until auth
 a TLS client certificate) calls ``set_principal`` from one of the connection's requests; every later
 request of that connection sees it. The authorizer checks (principal, client_host()) per request.
 
+TLS and authentication (issue 17): a server may be given an ``ssl.SSLContext`` (the handshake
+must finish within ``authentication_timeout_ms``, else the connection closes: slowloris), a
+``principal_of(transport)`` that names a TLS client certificate's principal at connect time, and
+``authentication_required``: then a connection whose ``connection_state()["authenticated"]`` is
+not set within ``authentication_timeout_ms`` of connecting is closed (the SASL exchange,
+``broker.server.authenticator``, sets it). ``connection_state()["listener"]`` names the listener
+that accepted the connection (Metadata answers with that listener's endpoints). A handler that
+raises ``AnswerAndClose(response)`` has that response written, then the connection closed
+(Kafka's answer to a failed SASL authentication).
+
 Shutdown (``close``): the listening socket closes, every connection stops reading new requests,
 the requests already read are answered (for at most ``drain_timeout_s``), then the connections
 close. A client therefore gets an answer to everything it sent before the broker stopped
@@ -59,7 +69,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 __all__ = ["NetworkLimits", "RequestHandler", "KafkaServer", "CloseConnection", "client_host",
-           "connection_state", "principal", "set_principal", "ANONYMOUS"]
+           "connection_state", "principal", "set_principal", "ANONYMOUS", "AnswerAndClose"]
 
 log = logging.getLogger("pylog.network")
 _SIZE = struct.Struct(">i")
@@ -106,6 +116,15 @@ class CloseConnection(Exception):
     bug."""
 
 
+class AnswerAndClose(Exception):
+    """Raised by a handler: write ``response`` (as a handler would return it), then close the
+    connection (a failed SASL handshake or authentication, as Kafka answers them)."""
+
+    def __init__(self, response, reason: str) -> None:
+        super().__init__(reason)
+        self.response = response
+
+
 class RequestHandler(Protocol):
     async def handle(self, frame: bytes) -> bytes | list | None: ...
 
@@ -116,6 +135,7 @@ class NetworkLimits:
     connections_max: int = 1000
     inflight_requests_max: int = 16
     connections_max_idle_ms: int = 600_000
+    authentication_timeout_ms: int = 10_000  # TLS handshake and SASL exchange (slowloris)
 
 
 @dataclass
@@ -131,11 +151,17 @@ class KafkaServer:
     """Owns the listening socket and every connection (structured: each request task belongs to
     its connection, which cancels and the server awaits what is left at ``close``)."""
 
-    def __init__(self, handler: RequestHandler, host: str, port: int, limits: NetworkLimits):
+    def __init__(self, handler: RequestHandler, host: str, port: int, limits: NetworkLimits, *,
+                 listener_name: str = "PLAINTEXT", ssl_context=None, principal_of=None,
+                 authentication_required: bool = False):
         self._handler = handler
         self._host = host
         self._port = port
         self._limits = limits
+        self.listener_name = listener_name
+        self._ssl = ssl_context
+        self._principal_of = principal_of  # transport -> "User:..." | None (TLS client certificates)
+        self._authentication_required = authentication_required
         self._server: asyncio.base_events.Server | None = None
         self._connections: set["_Connection"] = set()
         self.stats = NetworkStatistics()
@@ -151,7 +177,8 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: _Connection(self), self._host or None, self._port, reuse_address=True,
-            start_serving=start_serving,
+            start_serving=start_serving, ssl=self._ssl,
+            ssl_handshake_timeout=self._limits.authentication_timeout_ms / 1000 if self._ssl else None,
         )
 
     async def start_serving(self) -> None:
@@ -196,6 +223,15 @@ class KafkaServer:
 _FAILED = object()  # a handler raised: the connection closes after the responses before it
 
 
+class _Final:
+    """A response after which the connection closes (``AnswerAndClose``)."""
+
+    __slots__ = ("response",)
+
+    def __init__(self, response) -> None:
+        self.response = response
+
+
 class _Request:
     """One request of a connection, from its frame to its response being written."""
 
@@ -228,6 +264,8 @@ class _Connection(asyncio.Protocol):
         self._peer = None
         self._context: contextvars.Context | None = None  # the request tasks' (client_host)
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._auth_timer: asyncio.TimerHandle | None = None
+        self._state: dict = {}
         self._last_received = 0.0
         self.closed = self._loop.create_future()
 
@@ -243,9 +281,18 @@ class _Connection(asyncio.Protocol):
         self._context = contextvars.copy_context()
         if self._peer:
             self._context.run(_CLIENT_HOST.set, str(self._peer[0]))
-        self._context.run(_CONNECTION_STATE.set, {})
+        state = {"listener": self._server.listener_name}
+        if self._server._principal_of is not None:
+            name = self._server._principal_of(transport)
+            if name is not None:
+                state["principal"] = name
+        self._context.run(_CONNECTION_STATE.set, state)
+        self._state = state
         self._last_received = self._loop.time()
         self._arm_idle_timer(self._limits.connections_max_idle_ms / 1000)
+        if self._server._authentication_required:
+            self._auth_timer = self._loop.call_later(self._limits.authentication_timeout_ms / 1000,
+                                                     self._check_authenticated)
 
     def data_received(self, data: bytes) -> None:
         if self._stopped:
@@ -270,6 +317,8 @@ class _Connection(asyncio.Protocol):
         self._closing = True
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
         for request in self._pending:
             request.task.cancel()
         if self._transport is not None and self in self._server._connections:
@@ -320,6 +369,9 @@ class _Connection(asyncio.Protocol):
         except CloseConnection as close:
             log.info("closing %s: %s", self._peer, close)
             request.response = _FAILED
+        except AnswerAndClose as final:
+            log.info("closing %s after answering: %s", self._peer, final)
+            request.response = _Final(final.response)
         except Exception:
             log.exception("handler failed for a request from %s; closing the connection", self._peer)
             request.response = _FAILED
@@ -333,6 +385,14 @@ class _Connection(asyncio.Protocol):
         while pending and not self._writing_paused and not self._closing and pending[0].done:
             response = pending.popleft().response
             if response is _FAILED:
+                self._close_after_written()
+                return
+            if type(response) is _Final:
+                response = response.response
+                if isinstance(response, list):
+                    transport.writelines(response)
+                elif response is not None:
+                    transport.write(_SIZE.pack(len(response)) + response)
                 self._close_after_written()
                 return
             if response is None:
@@ -384,6 +444,15 @@ class _Connection(asyncio.Protocol):
         await self.closed
         if self._pending:
             await asyncio.gather(*(r.task for r in self._pending), return_exceptions=True)
+
+    def _check_authenticated(self) -> None:
+        """``authentication_timeout_ms`` after connecting: a connection that has not finished
+        authenticating is closed (a slowloris holds a slot and a task otherwise)."""
+        self._auth_timer = None
+        if not self._closing and not self._state.get("authenticated"):
+            log.info("closing %s: not authenticated within %d ms", self._peer,
+                     self._limits.authentication_timeout_ms)
+            self._close_after_written()
 
     def _arm_idle_timer(self, delay_s: float) -> None:
         self._idle_timer = self._loop.call_later(delay_s, self._check_idle)

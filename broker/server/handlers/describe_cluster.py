@@ -32,7 +32,7 @@ async def handle(ctx: BrokerContext, header, request) -> DescribeClusterResponse
     snapshot = ctx.metadata.snapshot
     brokers = []
     for broker_id, registration in sorted(snapshot.brokers.items()):
-        endpoint = snapshot.endpoint(broker_id, ctx.listener_name)
+        endpoint = snapshot.endpoint(broker_id, ctx.client_listener_name)
         if endpoint is not None:
             brokers.append(_Broker(broker_id=broker_id, host=endpoint.host, port=endpoint.port,
                                    rack=registration.rack, is_fenced=False))

@@ -80,7 +80,7 @@ def _leader_of(ctx: BrokerContext, topic_name: str, index: int) -> tuple[int, st
         return _NOT_AVAILABLE
     view = topic.partitions.get(index)
     leader = -1 if view is None or view.state is None else view.state.leader
-    endpoint = snapshot.endpoint(leader, ctx.listener_name) if leader >= 0 else None
+    endpoint = snapshot.endpoint(leader, ctx.client_listener_name) if leader >= 0 else None
     if endpoint is None:
         return _NOT_AVAILABLE
     return leader, endpoint.host, endpoint.port, ErrorCode.NONE

@@ -69,7 +69,7 @@ async def handle(ctx: BrokerContext, header, request) -> MetadataResponse:
                 topic.topic_authorized_operations = TOPIC_OPERATIONS
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=_brokers(snapshot, ctx.listener_name),
+        brokers=_brokers(snapshot, ctx.client_listener_name),
         cluster_id=snapshot.cluster_id,
         controller_id=snapshot.controller_id,
         topics=topics,
