@@ -54,12 +54,15 @@ from broker.coordinator.group.core import GroupCoordinatorCore
 from broker.coordinator.txn.core import TxnCoordinatorCore
 from broker.log import LogManager, wall_clock_ms
 from broker.log.cleaner.cleaning_pass import CleanerSettings
+from broker.metrics.service import MetricsService
 from broker.records import BatchLimits
 from broker.replica.fencing import fence_after_unclean_shutdown
 from broker.replica.fetcher import FetcherSettings
 from broker.replica.manager import ReplicaManager, ReplicaSettings
 from broker.replica.purgatory import Purgatory
-from broker.server.config import BrokerConfig, Listener
+from broker.server.config import BrokerConfig, ConfigError, Listener
+from broker.server.config_changes import ConfigChangeService
+from broker.server.dynamic_config import DynamicBrokerConfigs
 from broker.server.context import BrokerContext
 from broker.server.controller import ControllerService
 from broker.server.dispatch import Dispatcher
@@ -103,6 +106,9 @@ class Broker:
         self.isr_writer: IsrWriter | None = None
         self.groups: GroupCoordinatorService | None = None
         self.txn: TxnCoordinatorService | None = None
+        self.configs: ConfigChangeService | None = None  # dynamic configs (issue 18)
+        self.metrics: MetricsService | None = None  # metrics.port != 0 (broker/metrics)
+        self.isr_changes = {"shrinks": 0, "expands": 0}
         self.ready = asyncio.Event()
 
     @property
@@ -137,6 +143,8 @@ class Broker:
         await self.server.start(start_serving=False)
         self.config = config = replace(config, advertised_listeners=self._resolved_advertised())
         await self._join_cluster()
+        if self.metrics is not None:  # bound before serving: a port in use fails the start
+            await self.metrics.start()
         await self.server.start_serving()
         logger.info("broker %d serving on %s (advertised %s)", config.broker_id,
                     config.listeners[0], ", ".join(map(str, config.advertised_listeners)))
@@ -171,7 +179,7 @@ class Broker:
             config.replica_socket_timeout_ms, self._now_ms)
         self.fetchers.get_partition = self.replicas.get
         self.replicas.fetchers = self.fetchers
-        self.isr_writer = IsrWriter(zk, self.replicas.complete_isr_change, self.replicas.refresh_leader_state)
+        self.isr_writer = IsrWriter(zk, self._isr_change_done, self.replicas.refresh_leader_state)
         self.replicas.isr_writer = self.isr_writer.submit
         self.controller = ControllerService(
             zk, config.broker_id,
@@ -193,11 +201,59 @@ class Broker:
                                      groups=self.groups, txn=self.txn,
                                      txn_verifier=self.txn if config.transaction_partition_verification_enable
                                      else _NoVerification())
+        if config.metrics.enabled:
+            self.metrics = self._metrics_service(listener)
+        self.configs = ConfigChangeService(zk, config.broker_id, config.properties, self._on_broker_config,
+                                           lambda topics: self.sync.request_refresh(topics=topics))
+        self.context.config_store = self.configs
         loop = asyncio.get_running_loop()
+        levels = await self.configs.load()
+        if levels.cluster_default or levels.per_broker:
+            await self._on_broker_config(levels)
+        await asyncio.to_thread(self.configs.start_watches, loop)
         await asyncio.to_thread(self.sync.start_watches, loop)
         await asyncio.to_thread(self.controller.start_watches, loop)
         snapshot = await self.sync.initial_load()
         self.replicas.delete_stray_logs(set(snapshot.topics))
+
+    def _isr_change_done(self, change, new_version: int | None) -> None:
+        """The ISR writer's outcome, counted (Kafka's IsrShrinksPerSec/IsrExpandsPerSec) on its
+        way to the replica manager."""
+        partition = self.replicas.get(change.topic, change.partition)
+        before = len(partition.isr) if partition is not None else None
+        self.replicas.complete_isr_change(change, new_version)
+        if partition is not None and len(partition.isr) != before:
+            self.isr_changes["shrinks" if len(partition.isr) < before else "expands"] += 1
+
+    def _metrics_service(self, listener: str) -> MetricsService:
+        config = self.config
+        timeout_s = config.controller_socket_timeout_ms / 1000
+
+        def sources() -> dict:
+            return dict(broker_id=config.broker_id, snapshot=self.context.metadata.snapshot,
+                        partitions=self.replicas.partitions(),
+                        is_controller=self.controller.active, default_min_isr=config.min_insync_replicas,
+                        cleaner_stats=self.cleaner.statistics() if config.log_cleaner_enable else None,
+                        group_core=self.groups.core, txn_core=self.txn.core, isr_changes=self.isr_changes,
+                        listener=listener)
+
+        return MetricsService(config.metrics, sources, self._now_ms, lambda host, port: InterBrokerConnection(
+            host, port, f"broker-{config.broker_id}-metrics", timeout_s))
+
+    async def _on_broker_config(self, levels: DynamicBrokerConfigs) -> None:
+        """Dynamic broker configs changed (``/config/brokers/<default>`` or ``<id>``): the log
+        defaults and ``min.insync.replicas`` apply at once; a set ZooKeeper holds that this
+        broker cannot use (written by another tool) is logged and ignored."""
+        try:
+            new = levels.broker_config()
+        except (ConfigError, ValueError) as exc:
+            logger.error("ignoring the dynamic broker configs: %s", exc)
+            return
+        self.config = config = replace(self.config, log=new.log, min_insync_replicas=new.min_insync_replicas,
+                                       message_max_bytes=new.message_max_bytes, properties=new.properties)
+        self.context.config = config
+        self.log_manager.update_broker_config(config.log)
+        self.replicas.update_min_insync_replicas(config.min_insync_replicas)
 
     def _txn_coordinator(self, cache: MetadataCache, listener: str, producer_ids) -> TxnCoordinatorService:
         """The transaction coordinator with its marker sender (markers to this broker's own
@@ -250,6 +306,7 @@ class Broker:
         scheduler = self._scheduler()
         async with asyncio.TaskGroup() as group:
             background = [group.create_task(self.sync.run(), name="metadata-sync"),
+                          group.create_task(self.configs.run(), name="config-changes"),
                           group.create_task(scheduler.run(), name="scheduler"),
                           group.create_task(self.controller.run(), name="controller"),
                           group.create_task(self.fetchers.run(), name="replica-fetchers"),
@@ -258,6 +315,8 @@ class Broker:
                           group.create_task(self.txn.run(), name="txn-coordinator")]
             if self.config.log_cleaner_enable:
                 background.append(group.create_task(self.cleaner.run(), name="log-cleaner"))
+            if self.metrics is not None:
+                background.append(group.create_task(self.metrics.run(), name="metrics"))
             stopping = group.create_task(stop.wait(), name="stop")
             await asyncio.wait([stopping, *background], return_when=asyncio.FIRST_COMPLETED)
             logger.info("broker %d stopping", self.config.broker_id)
@@ -341,6 +400,8 @@ class Broker:
         await self._stop_serving()
         if self.sync is not None:
             self.sync.close()
+        if self.configs is not None:
+            self.configs.close()
         if self.replicas is not None:
             self.replicas.close()
         elif self.log_manager is not None:
@@ -371,7 +432,9 @@ class _Deferred:
         """The dispatcher's coroutine itself (no wrapping coroutine per request)."""
         if self._dispatcher is None:
             assert self._broker.context is not None, "serving starts after the context exists"
-            self._dispatcher = Dispatcher(self._broker.context)
+            metrics = self._broker.metrics
+            self._dispatcher = Dispatcher(self._broker.context,
+                                          metrics.requests.observe if metrics is not None else None)
         return self._dispatcher.handle(frame)
 
 

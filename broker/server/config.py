@@ -46,6 +46,7 @@ from broker.coordinator.group.core import GroupSettings
 from broker.coordinator.txn.core import TxnSettings
 from broker.log import LogConfig
 from broker.server.security_config import SecurityConfig, security_from_properties
+from broker.metrics.config import MetricsConfig
 
 __all__ = ["ConfigError", "BrokerConfig", "Listener", "parse_properties", "parse_overrides",
            "load_properties"]
@@ -150,6 +151,7 @@ class BrokerConfig:
     # listeners' security protocols, TLS, SASL (broker/server/security_config.py): Kafka's names
     security: SecurityConfig = field(default_factory=SecurityConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)  # metrics.* (broker/metrics)
     unknown_keys: tuple[str, ...] = ()
     properties: Mapping[str, str] = field(default_factory=dict)  # as given, for DescribeConfigs
 
@@ -266,6 +268,11 @@ class BrokerConfig:
             transaction_partition_verification_enable=p.get(
                 "transaction.partition.verification.enable", _bool, True),
             log=_log_config(props),
+            metrics=MetricsConfig(
+                port=p.get("metrics.port", lambda k, raw: _integer(k, raw, 0, 65535), 0),
+                host=p.get("metrics.host", lambda k, raw: raw, "127.0.0.1"),
+                snapshot_interval_ms=p.get("metrics.snapshot.interval.ms", _positive_int, 5_000),
+                lag_interval_ms=p.get("metrics.lag.interval.ms", _positive_int, 5_000)),
             properties=MappingProxyType(dict(props)),
         )
         config = replace(config, security=_security(props, config, p))

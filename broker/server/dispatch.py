@@ -26,6 +26,7 @@ false``, no tags, and skipping the remainder.
 from __future__ import annotations
 
 import logging
+from time import perf_counter
 
 from broker.server.context import BrokerContext
 from broker.server.handlers import HANDLERS
@@ -54,8 +55,11 @@ SERVED_API_VERSIONS = {**SUPPORTED_API_VERSIONS, ApiKey.PRODUCE: (3, SUPPORTED_A
 class Dispatcher:
     """The network layer's request handler: ``handle(frame) -> chunks | None``."""
 
-    def __init__(self, ctx: BrokerContext) -> None:
+    def __init__(self, ctx: BrokerContext, observe=None) -> None:
+        """``observe(header, request, response, seconds)``: told of every request a handler
+        answered (``broker.metrics.requests.RequestMetrics.observe``); None: no metrics."""
         self._ctx = ctx
+        self._observe = observe
 
     async def handle(self, frame: bytes) -> list | None:
         try:
@@ -76,7 +80,10 @@ class Dispatcher:
             raise CloseConnection(f"api key {header.api_key} is not served")
         low, high = SERVED_API_VERSIONS[header.api_key]
         if low <= header.api_version <= high:
+            started = perf_counter()
             response = await module.handle(self._ctx, header, request)
+            if self._observe is not None:
+                self._observe(header, request, response, perf_counter() - started)
         else:
             response = _unserved_version(module, header, request)
         if response is None:

@@ -1,0 +1,172 @@
+"""``MetricsService``: the asyncio shell of observability (see ``broker.metrics``).
+
+Three loops in one task group, none of them on a request's path:
+
+- **refresh**, every ``metrics.snapshot.interval.ms``: build the state snapshot on the loop
+  (``state.broker_state``, plain data), then render the Prometheus exposition and the status JSON
+  on a worker thread (the slow part), and swap the rendered bytes in.
+- **end offsets**, every ``metrics.lag.interval.ms``: the lag of a group needs the high watermark
+  of every partition it committed; for partitions led by other brokers, one ListOffsets
+  (latest, read_uncommitted) per leader, over a connection kept open.
+- **http**: ``MetricsHttpServer`` serves the last rendered bytes.
+
+The request counters (``RequestMetrics``) are updated by the dispatcher itself, per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from broker.metrics.collector import SnapshotCollector
+from broker.metrics.config import MetricsConfig
+from broker.metrics.http import MetricsHttpServer, Page
+from broker.metrics.requests import RequestMetrics
+from broker.metrics.state import broker_state
+from broker.metrics.status_page import STATUS_PAGE
+from broker.wire import ApiKey, ListOffsetsRequest
+
+__all__ = ["MetricsService"]
+
+logger = logging.getLogger(__name__)
+
+_LATEST = -1  # ListOffsets timestamp: the high watermark for read_uncommitted
+_LIST_OFFSETS_VERSION = 7
+_HTML = "text/html; charset=utf-8"
+_JSON = "application/json"
+
+
+class MetricsService:
+    def __init__(self, config: MetricsConfig, sources: Callable[[], dict], now_ms: Callable[[], int],
+                 connect: Callable[[str, int], object] | None = None) -> None:
+        """``sources()`` returns ``broker_state``'s keyword arguments except ``end_offsets``;
+        ``connect(host, port)`` makes an inter-broker connection (for remote end offsets)."""
+        self.config = config
+        self._sources = sources
+        self._now_ms = now_ms
+        self._connect = connect
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.requests = RequestMetrics(self.registry)
+        self.collector = SnapshotCollector()
+        self.registry.register(self.collector)
+        self.server = MetricsHttpServer(config.host, config.port, self.route)
+        self.remote_end_offsets: dict[tuple[str, int], int] = {}
+        self._generations: dict[str, int] = {}
+        self._connections: dict[int, object] = {}
+        self._pages: dict[str, Page] = {"/": (_HTML, STATUS_PAGE.encode()),
+                                        "/index.html": (_HTML, STATUS_PAGE.encode()),
+                                        "/metrics": (CONTENT_TYPE_LATEST, b""),
+                                        "/status.json": (_JSON, b"{}")}
+        self.refreshed = asyncio.Event()  # set after each refresh (tests wait on it)
+
+    def route(self, path: str) -> Page | None:
+        return self._pages.get(path)
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def start(self) -> None:
+        """Bind the HTTP port (before the broker serves: a port in use fails the start)."""
+        await self.server.start()
+        logger.info("metrics and status page on http://%s:%d/", self.config.host, self.server.port)
+
+    async def run(self) -> None:
+        """The refresh loops, until cancelled (``start`` first)."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._every(self.config.snapshot_interval_ms, self.refresh), name="metrics-refresh")
+                if self._connect is not None:
+                    group.create_task(self._every(self.config.lag_interval_ms, self.fetch_end_offsets),
+                                      name="metrics-end-offsets")
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        await self.server.close()
+        for connection in self._connections.values():
+            await connection.close()
+        self._connections.clear()
+
+    async def _every(self, interval_ms: int, job) -> None:
+        while True:
+            try:
+                await job()
+            except Exception:  # noqa: BLE001 - observability must not stop the broker
+                logger.exception("metrics: %s failed", getattr(job, "__name__", job))
+            await asyncio.sleep(interval_ms / 1000)
+
+    async def refresh(self) -> None:
+        sources = self._sources()
+        sources.pop("listener", None)
+        state = broker_state(**sources, now_ms=self._now_ms(), end_offsets=self.remote_end_offsets)
+        self._count_rebalances(state["groups"])
+        self.collector.state = state
+        exposition, status = await asyncio.to_thread(_render, self.registry, state)
+        self._pages = {**self._pages, "/metrics": (CONTENT_TYPE_LATEST, exposition), "/status.json": (_JSON, status)}
+        self.refreshed.set()
+
+    def _count_rebalances(self, groups: list) -> None:
+        """A completed rebalance is a new generation (Kafka's group-completed-rebalance-count
+        counts the same event); generations seen here for the first time count nothing."""
+        seen = {}
+        for g in groups:
+            seen[g["group"]] = g["generation"]
+            before = self._generations.get(g["group"])
+            if before is not None and g["generation"] > before:
+                self.collector.rebalances += g["generation"] - before
+        self._generations = seen
+
+    async def fetch_end_offsets(self) -> None:
+        sources = self._sources()
+        snapshot, broker_id, core = sources["snapshot"], sources["broker_id"], sources.get("group_core")
+        if core is None:
+            return
+        wanted: dict[int, set[tuple[str, int]]] = {}
+        for shard in list(getattr(core, "_shards", {}).values()):
+            for offsets in shard.offsets.values():
+                for topic, index in offsets:
+                    leader = _leader(snapshot, topic, index)
+                    if leader >= 0 and leader != broker_id:
+                        wanted.setdefault(leader, set()).add((topic, index))
+        ends: dict[tuple[str, int], int] = {}
+        for leader, keys in wanted.items():
+            ends.update(await self._list_offsets(snapshot, sources["listener"], leader, keys))
+        self.remote_end_offsets = ends
+
+    async def _list_offsets(self, snapshot, listener: str, leader: int, keys: set) -> dict:
+        connection = self._connections.get(leader)
+        if connection is None:
+            endpoint = snapshot.endpoint(leader, listener)
+            if endpoint is None:
+                return {}
+            connection = self._connections[leader] = self._connect(endpoint.host, endpoint.port)
+        topics: dict[str, list] = {}
+        for topic, index in sorted(keys):
+            topics.setdefault(topic, []).append(
+                ListOffsetsRequest.ListOffsetsPartition(partition_index=index, timestamp=_LATEST))
+        request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+            ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()])
+        try:
+            response = await connection.request(ApiKey.LIST_OFFSETS, _LIST_OFFSETS_VERSION, request)
+        except Exception as exc:  # noqa: BLE001 - InterBrokerError and its kin: try again later
+            logger.debug("metrics: end offsets from broker %d: %s", leader, exc)
+            self._connections.pop(leader, None)
+            return {}
+        return {(t.name, p.partition_index): p.offset for t in response.topics for p in t.partitions
+                if p.error_code == 0}
+
+
+def _leader(snapshot, topic: str, index: int) -> int:
+    meta = snapshot.topics.get(topic)
+    view = meta.partitions.get(index) if meta is not None else None
+    return view.state.leader if view is not None and view.state is not None else -1
+
+
+def _render(registry: CollectorRegistry, state: dict) -> tuple[bytes, bytes]:
+    status = {k: v for k, v in state.items() if k not in ("logs", "local", "cleaner")}
+    return generate_latest(registry), json.dumps(status, separators=(",", ":")).encode()

@@ -1,0 +1,225 @@
+"""Observability on a real 2-broker cluster (issue 19): /metrics values against known work,
+consumer lag from the group coordinator, the read-only HTTP surface, and the status page in a
+real headless Chromium (Debian's chromium + chromium-driver, driven by selenium).
+
+One cluster for the module; the test that SIGSTOPs a follower runs last and resumes it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
+
+from broker.tools.zookeeper import reserve_free_port
+from conftest import (BROKER_SESSION_TIMEOUT_MS, BrokerCluster, BrokerProcess,
+                      wait_for_controller)
+
+pytestmark = [pytest.mark.integration]
+
+DEADLINE_S = 30.0
+LAG_TIME_MAX_MS = 1500  # replica.lag.time.max.ms: a stopped follower leaves the ISR within ~2 s
+SETTINGS = {
+    "metrics.snapshot.interval.ms": "100",
+    "metrics.lag.interval.ms": "100",
+    "replica.lag.time.max.ms": str(LAG_TIME_MAX_MS),
+    "offsets.topic.replication.factor": "2",
+    "offsets.topic.num.partitions": "2",
+    "transaction.state.log.replication.factor": "2",
+    "transaction.state.log.num.partitions": "2",
+    "transaction.state.log.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "zookeeper.session.timeout.ms": str(BROKER_SESSION_TIMEOUT_MS),
+    "controlled.shutdown.enable": "false",  # the last broker would retry moving leaders for 15 s
+}
+
+
+class Cluster(BrokerCluster):
+    metrics_ports: dict[int, int]
+
+    def url(self, broker_id: int, path: str = "/") -> str:
+        return f"http://127.0.0.1:{self.metrics_ports[broker_id]}{path}"
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper, tmp_path_factory):
+    root = tmp_path_factory.mktemp("observability")
+    c = Cluster(f"{zookeeper.connect_string}/pylog-observability-{os.getpid()}")
+    c.metrics_ports = {}
+    for broker_id in (1, 2):
+        directory = root / f"broker-{broker_id}"
+        directory.mkdir()
+        port, metrics_port = reserve_free_port(), reserve_free_port()
+        c.metrics_ports[broker_id] = metrics_port
+        props = {"broker.id": broker_id, "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                 "log.dirs": directory / "data", "zookeeper.connect": c.zk_connect,
+                 "metrics.port": metrics_port, **SETTINGS}
+        (directory / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        c.brokers.append(BrokerProcess(broker_id, port, directory / "server.properties",
+                                       directory / "broker.log", directory / "data"))
+    try:
+        for broker in c.brokers:
+            broker.start()
+        wait_for_controller(c.brokers)
+        yield c
+    finally:
+        for broker in c.brokers:
+            if broker.is_running():
+                broker.popen.send_signal(signal.SIGCONT)
+        c.stop()
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def scrape(cluster: Cluster, broker_id: int) -> dict:
+    """{(name, sorted label items): value} of one broker's /metrics."""
+    status, text = get(cluster.url(broker_id, "/metrics"))
+    assert status == 200
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def total(cluster: Cluster, name: str, **labels) -> float:
+    """``name`` summed over both brokers (and over labels not given)."""
+    out = 0.0
+    for broker_id in cluster.metrics_ports:
+        for (sample, items), value in scrape(cluster, broker_id).items():
+            if sample == name and all(dict(items).get(k) == v for k, v in labels.items()):
+                out += value
+    return out
+
+
+def wait_until(condition, what: str, timeout_s: float = DEADLINE_S):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def create_topic(cluster: Cluster, name: str, partitions: int = 1, replication: int = 2) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(name, partitions, replication)])[name].result(DEADLINE_S)
+    wait_until(lambda: all(topic_row(cluster, b, name) for b in cluster.metrics_ports), f"{name} in metadata")
+
+
+def topic_row(cluster: Cluster, broker_id: int, topic: str, partition: int = 0) -> dict | None:
+    import json
+    status, text = get(cluster.url(broker_id, "/status.json"))
+    for t in json.loads(text).get("topics", []):
+        for p in t["partitions"]:
+            if t["name"] == topic and p["partition"] == partition and p["leader"] >= 0:
+                return p
+    return None
+
+
+def produce(cluster: Cluster, topic: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5, "acks": "all"})
+    for i in range(count):
+        producer.produce(topic, value=b"v%06d" % i)
+    assert producer.flush(DEADLINE_S) == 0
+
+
+def commit(cluster: Cluster, group: str, topic: str, offset: int) -> None:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+# ------------------------------------------------------------------------------------- metrics
+
+
+def test_produced_and_fetched_records_are_counted_exactly(cluster):
+    create_topic(cluster, "counted")
+    before = total(cluster, "kafka_network_requestmetrics_requests_total", request="Produce")
+    produce(cluster, "counted", 250)
+    wait_until(lambda: total(cluster, "kafka_server_brokertopicmetrics_messages_in_total", topic="counted") == 250,
+               "messages_in == 250")
+    assert total(cluster, "kafka_server_brokertopicmetrics_bytes_in_total", topic="counted") > 250 * 7
+    assert total(cluster, "kafka_network_requestmetrics_requests_total", request="Produce") > before
+    assert total(cluster, "kafka_network_requestmetrics_totaltime_seconds_count", request="Produce") > before
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "counted-reader",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("counted", 0, 0)])
+    seen = 0
+    deadline = time.monotonic() + DEADLINE_S
+    while seen < 250 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            seen += 1
+    consumer.close()
+    assert seen == 250
+    wait_until(lambda: total(cluster, "kafka_server_brokertopicmetrics_messages_out_total", topic="counted") == 250,
+               "messages_out == 250")
+    # the leader is counted once, the follower's replication not as consumer traffic
+    assert total(cluster, "kafka_server_replicamanager_leadercount") >= 1
+
+
+def test_errors_are_counted_per_api_and_error(cluster):
+    before = total(cluster, "kafka_network_requestmetrics_errors_total", request="Metadata",
+                   error="UNKNOWN_TOPIC_OR_PARTITION")
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "x",
+                         "allow.auto.create.topics": False})
+    consumer.list_topics("no-such-topic", timeout=5)
+    consumer.close()
+    wait_until(lambda: total(cluster, "kafka_network_requestmetrics_errors_total", request="Metadata",
+                             error="UNKNOWN_TOPIC_OR_PARTITION") > before, "a Metadata error counted")
+
+
+def test_consumer_lag_follows_commits_and_produce(cluster):
+    create_topic(cluster, "lagging")
+    produce(cluster, "lagging", 40)
+    commit(cluster, "lag-group", "lagging", 10)
+
+    def lag() -> float | None:
+        value = total(cluster, "kafka_consumergroup_lag", consumergroup="lag-group", topic="lagging")
+        return value
+    wait_until(lambda: lag() == 30, "lag 30")
+    produce(cluster, "lagging", 5)
+    wait_until(lambda: lag() == 35, "lag 35")
+    commit(cluster, "lag-group", "lagging", 45)
+    wait_until(lambda: total(cluster, "kafka_consumergroup_current_offset", consumergroup="lag-group") == 45,
+               "committed 45")
+    wait_until(lambda: lag() == 0 and total(cluster, "kafka_coordinator_group_groupmetadatamanager_numgroups") >= 1,
+               "lag 0")
+
+
+def test_http_surface_is_read_only(cluster):
+    assert get(cluster.url(1, "/nope"))[0] == 404
+    assert get(cluster.url(1, "/metrics/../etc/passwd"))[0] == 404
+    request = urllib.request.Request(cluster.url(1, "/metrics"), data=b"x", method="POST")
+    try:
+        urllib.request.urlopen(request, timeout=5)
+        raise AssertionError("POST accepted")
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 405
+    with socket.create_connection(("127.0.0.1", cluster.metrics_ports[1]), timeout=5) as sock:
+        sock.sendall(b"GET /" + b"a" * 20_000 + b" HTTP/1.1\r\n\r\n")
+        assert sock.recv(100).startswith(b"HTTP/1.1 400")
+    status, page = get(cluster.url(1, "/"))
+    assert status == 200 and "<script" in page and "http://" not in page and "https://" not in page
+    status, body = get(cluster.url(1, "/status.json"))
+    assert status == 200 and "zookeeper.connect" not in body and "password" not in body.lower()
