@@ -5,9 +5,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 # Debian packages pylog needs at run or test time: a JRE and ZooKeeper for the cluster, kcat for
-# interop tests, Maven to fetch Apache Kafka. Each is installed only when the command it provides
-# is missing.
-APT_PACKAGES := default-jre-headless:java zookeeper:/usr/share/zookeeper/bin/zkServer.sh kcat:kcat maven:mvn
+# interop tests, Maven to fetch Apache Kafka, Chromium and its WebDriver for the status page's browser
+# test, Burrow for the lag-evaluation test (issue 19). Each is installed only when the command it
+# provides is missing.
+APT_PACKAGES := default-jre-headless:java zookeeper:/usr/share/zookeeper/bin/zkServer.sh kcat:kcat maven:mvn \
+  chromium:chromium chromium-driver:chromedriver burrow:Burrow
 PYTEST_ARGS ?=
 # The benchmarks' peer (bench/broker_ingest.py): Redis Streams, driven by redis-benchmark.
 BENCH_APT_PACKAGES := redis-server:redis-server redis-tools:redis-benchmark
