@@ -223,3 +223,89 @@ def test_http_surface_is_read_only(cluster):
     assert status == 200 and "<script" in page and "http://" not in page and "https://" not in page
     status, body = get(cluster.url(1, "/status.json"))
     assert status == 200 and "zookeeper.connect" not in body and "password" not in body.lower()
+
+
+# ---------------------------------------------------------------------------------- status page
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"  # Debian's (make setup)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium through Debian's chromedriver: both paths given, so selenium never
+    looks for (or downloads) a browser or driver of its own."""
+    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
+        pytest.fail("chromium and chromium-driver are not installed: run `make setup`")
+    os.environ["SE_OFFLINE"] = "true"
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,1600"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def page_rows(driver, selector: str) -> list:
+    from selenium.webdriver.common.by import By
+    return driver.find_elements(By.CSS_SELECTOR, selector)
+
+
+def lag_on_page(driver, group: str, topic: str) -> int | None:
+    rows = page_rows(driver, f'#groups tr[data-group="{group}"][data-topic="{topic}"] td.lag')
+    return int(rows[0].text) if rows and rows[0].text.isdigit() else None
+
+
+def coordinator_of(cluster: Cluster, group: str) -> int:
+    import json
+    def find():
+        for broker_id in cluster.metrics_ports:
+            groups = json.loads(get(cluster.url(broker_id, "/status.json"))[1])["groups"]
+            if any(g["group"] == group for g in groups):
+                return broker_id
+        return None
+    return wait_until(find, f"the coordinator of {group}")
+
+
+def test_status_page_shows_topics_lag_and_under_replication(cluster, browser):
+    create_topic(cluster, "page-topic")
+    produce(cluster, "page-topic", 20)
+    commit(cluster, "page-group", "page-topic", 5)
+
+    # lag, on the page of the group's coordinator: shown, grows, falls
+    browser.get(cluster.url(coordinator_of(cluster, "page-group")))
+    wait_until(lambda: page_rows(browser, '#topics tr[data-topic="page-topic"]'), "page-topic on the page")
+    wait_until(lambda: lag_on_page(browser, "page-group", "page-topic") == 15, "lag 15 on the page")
+    produce(cluster, "page-topic", 10)
+    wait_until(lambda: lag_on_page(browser, "page-group", "page-topic") == 25, "lag grows to 25")
+    commit(cluster, "page-group", "page-topic", 30)
+    wait_until(lambda: lag_on_page(browser, "page-group", "page-topic") == 0, "lag falls to 0")
+
+    # a stopped follower: its partition turns red on the leader's page, then recovers
+    row = topic_row(cluster, 1, "page-topic")
+    leader = row["leader"]
+    follower = cluster.broker(next(r for r in row["replicas"] if r != leader))
+    browser.get(cluster.url(leader))
+    selector = '#topics tr[data-topic="page-topic"]'
+    wait_until(lambda: page_rows(browser, selector), "page-topic on the leader's page")
+    assert page_rows(browser, selector)[0].get_attribute("class") != "under-replicated"
+    follower.popen.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: page_rows(browser, selector)[0].get_attribute("class") == "under-replicated",
+                   "the partition highlighted", timeout_s=DEADLINE_S)
+        color = page_rows(browser, selector + " td")[0].value_of_css_property("background-color")
+        assert color.replace(" ", "") in ("rgba(255,170,170,1)", "rgb(255,170,170)"), color
+        browser.save_screenshot(str(Path(os.environ.get("PYLOG_SCREENSHOT_DIR", "/tmp")) / "pylog-status-page.png"))
+        metrics = scrape(cluster, leader)
+        assert metrics[("kafka_server_replicamanager_underreplicatedpartitions", ())] >= 1
+        assert metrics[("kafka_server_replicamanager_isrshrinks_total", ())] >= 1
+    finally:
+        follower.popen.send_signal(signal.SIGCONT)
+    wait_until(lambda: page_rows(browser, selector)[0].get_attribute("class") == "",
+               "the partition back in sync", timeout_s=DEADLINE_S)
+    assert scrape(cluster, leader)[("kafka_server_replicamanager_isrexpands_total", ())] >= 1
