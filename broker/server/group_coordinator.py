@@ -19,7 +19,10 @@ shell does its I/O, the way ``broker.server.controller`` serves ``ControllerCore
   TxnRecord/TxnMarker)``, other control batches are skipped) and hands every (key, value) to
   ``core.load_partition`` — or, for a partition of ``_SCAN_BYTES_MIN`` or more without
   transactional batches, its bytes scanned into columns on a thread
-  (``bulk_load.ScannedRecords``), which the core replays column-wise.
+  (``bulk_load.ScannedRecords``), which the core replays column-wise. A failed read is retried
+  with a backoff (``settings.load_retry``) while the partition is led here. The wait, the read
+  and the decoding are ``broker.server.coordinator_runtime``'s, shared with the transaction
+  coordinator.
   Leadership lost (another leader, or the partition removed from this broker): the load task is
   cancelled and ``core.unload_partition`` answers the parked requests NOT_COORDINATOR. A new
   leader epoch of a leadership kept changes nothing: the log was not truncated in between.
@@ -61,26 +64,23 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-import crc32c
-
 from broker.cluster.internal_topics import GROUP_METADATA_TOPIC_NAME
 from broker.coordinator.group import bulk_load
 from broker.coordinator.group.core import Append, GroupCoordinatorCore, Reply
-from broker.coordinator.group.shard import TxnMarker, TxnRecord
-from broker.log import LogError
-from broker.records import HEADER_SIZE, LOG_OVERHEAD, CorruptRecordError, Record, RecordsError, decode_batch, encode_batch
-from broker.records.header import ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, TRANSACTIONAL_MASK
+from broker.records import HEADER_SIZE, LOG_OVERHEAD, Record, encode_batch
+from broker.records.header import ATTRIBUTES_OFFSET, CONTROL_MASK, TRANSACTIONAL_MASK
+from broker.server.coordinator_runtime import (
+    DeadlineTimer, LoadRetry, decode_chunks, decode_records, read_chunks, read_for_load, wait_for_partition,
+)
 from broker.wire import ErrorCode
 
 __all__ = ["GroupCoordinatorService", "GroupServiceSettings", "GroupServiceStatistics", "decode_records"]
 
 logger = logging.getLogger(__name__)
 
-_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # RecordBatch v2 header, 61 bytes
 _OFFSET_COMMIT = 8  # api key
 _TXN_OFFSET_COMMIT = 28  # api key
 _COALESCED_BATCH_BYTES_MAX = 256 * 1024  # commits' records in one batch (max.message.bytes is 1 MiB)
-_DECODE_IN_THREAD_BYTES_MIN = 256 * 1024  # smaller chunks decode on the loop (a thread hop costs ~50 us)
 _SCAN_BYTES_MIN = 1024 * 1024  # a partition this large is replayed column-wise (bulk_load)
 
 
@@ -89,6 +89,7 @@ class GroupServiceSettings:
     commit_timeout_ms: int = 5_000  # offsets.commit.timeout.ms
     load_buffer_bytes: int = 5 * 1024 * 1024  # offsets.load.buffer.size
     load_wait_poll_ms: int = 100  # re-check of the high watermark when the purgatory is full
+    load_retry: LoadRetry = LoadRetry()  # a failed load read is retried after this backoff
     # Load the takeover's compiled loops (bulk_load) at start, on a thread: their first use in a
     # process costs ~0.3-0.8 s of numba cache loading, which would otherwise come out of the
     # first large takeover's time.
@@ -137,8 +138,7 @@ class GroupCoordinatorService:
         self._led: set[int] = set()  # offsets partitions this broker leads (loading or loaded)
         self._writes: dict[int, deque[_Write]] = {}  # partition -> writes waiting for replication
         self._group: asyncio.TaskGroup | None = None
-        self._timer_wake = asyncio.Event()
-        self._sleeping_until: int | None = None
+        self._timer = DeadlineTimer(core.next_deadline, now_ms, self._tick)
         self._closed = False
         self._queued: dict[int, list[Append]] = {}  # partition -> commits' appends of this iteration
         self._txn_guard: object | None = None  # the KIP-890 guard of the TxnOffsetCommit being handled
@@ -302,12 +302,7 @@ class GroupCoordinatorService:
             del self._writes[index]
 
     async def _wait_for(self, key, timeout_s: float) -> None:
-        waiter = self._replicas.purgatory.watch([key])
-        if waiter is None:  # full, or closed at shutdown: look again shortly
-            await asyncio.sleep(min(max(timeout_s, 0), self._settings.load_wait_poll_ms / 1000))
-            return
-        with waiter:
-            await waiter.wait(timeout_s)
+        await wait_for_partition(self._replicas, key, timeout_s, self._settings.load_wait_poll_ms)
 
     def _write_done(self, write_id: int, error: int) -> None:
         if error != ErrorCode.NONE:
@@ -350,25 +345,14 @@ class GroupCoordinatorService:
             self._loading[index] = self._spawn(self._load(index), f"group-load-{index}")
 
     async def _load(self, index: int) -> None:
-        """Wait for the high watermark to reach the log end, read, decode, hand to the core."""
-        key = (GROUP_METADATA_TOPIC_NAME, index)
+        """Wait for the high watermark to reach the log end, read, decode, hand to the core;
+        a failed read is retried with a backoff (``coordinator_runtime.read_for_load``)."""
         started = self._now_ms()
-        partition = self._replicas.get(*key)
-        if partition is None:
-            return
-        target = partition.log.log_end_offset
-        while partition.high_watermark < target:
-            await self._wait_for(key, 1.0)
-            if self._replicas.get(*key) is not partition or not partition.is_leader:
-                return  # the unload follows from the listener
-        try:
-            records = await self._read(partition, target)
-        except (LogError, RecordsError) as exc:
-            logger.error("%s-%d: loading failed, its groups stay unavailable: %s",
-                         GROUP_METADATA_TOPIC_NAME, index, exc)
-            return
-        if self._loading.get(index) is not asyncio.current_task():
-            return  # unloaded (and perhaps led again) while reading
+        loaded = await read_for_load(self._replicas, (GROUP_METADATA_TOPIC_NAME, index), self._read,
+                                     self._settings.load_wait_poll_ms, self._settings.load_retry)
+        if loaded is None or self._loading.get(index) is not asyncio.current_task():
+            return  # no longer led here, or unloaded (and perhaps led again) while reading
+        target, records = loaded
         del self._loading[index]
         self.stats.loading.discard(index)
         self.stats.loaded.add(index)
@@ -381,61 +365,25 @@ class GroupCoordinatorService:
         self._apply(self.core.load_partition(index, records, self._now_ms()))
 
     async def _read(self, partition, end_offset: int):
-        """Every (key, value) of the partition below ``end_offset``. The log is read on the loop
-        (its segments may be swapped by the cleaner between reads, never during one). A large
-        partition's records stay in its bytes (``bulk_load.ScannedRecords``: the core replays
-        them column-wise); a small one's, or any with a batch the scan does not take (compressed,
+        """Every (key, value) of the partition below ``end_offset``. A large partition's records
+        stay in its bytes (``bulk_load.ScannedRecords``: the core replays them column-wise); a
+        small one's, or any with a batch the scan does not take (compressed, transactional,
         corrupt), are decoded into pairs (``decode_records``, which raises on a corrupt batch)."""
-        chunks: list = []
-        size = 0
-        offset = start = partition.log.log_start_offset
-        while offset < end_offset:
-            data = partition.log.read(offset, self._settings.load_buffer_bytes, end_offset, True)
-            if data.batches == 0:
-                break
-            chunks.append((offset, data.records))
-            size += len(data.records)
-            offset = data.next_offset
-            await asyncio.sleep(0)  # let requests in between chunks
-        if size >= _SCAN_BYTES_MIN:
-            scanned = await asyncio.to_thread(_scan_chunks, chunks, start)
+        chunks = await read_chunks(partition, end_offset, self._settings.load_buffer_bytes)
+        if sum(len(chunk) for _, chunk in chunks) >= _SCAN_BYTES_MIN:
+            scanned = await asyncio.to_thread(_scan_chunks, chunks, chunks[0][0])
             if scanned is not None:
                 return scanned
-        records: list = []
-        for chunk_offset, chunk in chunks:
-            if len(chunk) >= _DECODE_IN_THREAD_BYTES_MIN:
-                records.extend(await asyncio.to_thread(decode_records, chunk, chunk_offset))
-            else:
-                records.extend(decode_records(chunk, chunk_offset))
-        return records
+        return await decode_chunks(chunks)
 
     # -------------------------------------------------------------------------------- timer
 
     def _check_deadline(self) -> None:
-        deadline = self.core.added_deadline()
-        if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
-            self._timer_wake.set()
+        self._timer.deadline_added(self.core.added_deadline())
 
-    async def _timer(self) -> None:
-        while True:
-            self._timer_wake.clear()
-            deadline = self.core.next_deadline()
-            self._sleeping_until = deadline
-            if deadline is None:
-                await self._timer_wake.wait()
-                continue
-            delay_ms = deadline - self._now_ms()
-            if delay_ms > 0:
-                try:
-                    async with asyncio.timeout(delay_ms / 1000):
-                        await self._timer_wake.wait()
-                except TimeoutError:
-                    pass
-                continue
-            self._sleeping_until = None
-            self._flush_appends()
-            self._apply(self.core.tick(self._now_ms()))
-            await asyncio.sleep(0)  # a deadline still due after a tick must not starve the loop
+    def _tick(self) -> None:
+        self._flush_appends()
+        self._apply(self.core.tick(self._now_ms()))
 
     # ---------------------------------------------------------------------------- lifecycle
 
@@ -452,7 +400,7 @@ class GroupCoordinatorService:
             try:
                 for index in [i for i, task in self._loading.items() if task is None]:
                     self._spawn_load(index)  # leaderships gained before run() started
-                await self._timer()
+                await self._timer.run()
             finally:
                 self._group = None
 
@@ -498,111 +446,6 @@ def _has_transactional_batches(chunk, size: int) -> bool:
             return True
         position += batch_length + LOG_OVERHEAD
     return False
-
-
-def decode_records(data: bytes, from_offset: int = 0) -> list[tuple[bytes, bytes | None]]:
-    """(key, value) of every data record at or after ``from_offset`` in ``data`` (whole batches,
-    as ``Log.read`` returns them); keyless records are skipped. A transactional batch's records
-    come as ``(None, TxnRecord)``, a COMMIT/ABORT marker as ``(None, TxnMarker)`` (what
-    ``core.load_partition`` takes); other control batches are skipped. Pure, so it may run on a
-    worker thread.
-
-    A coordinator taking over reads every record of its partition, so this is the load's hot
-    loop: uncompressed batches (what coordinators write) are checked (bounds, magic, CRC-32C) and
-    walked here without building ``Record`` objects, about 10x faster than ``decode_batch``;
-    compressed ones (another writer's) go through ``decode_batch``. A batch that does not parse
-    raises ``CorruptRecordError``."""
-    data = bytes(data)
-    view = memoryview(data)
-    out: list = []
-    append = out.append
-    position, end = 0, len(data)
-    while end - position >= HEADER_SIZE:
-        (base_offset, batch_length, _, magic, crc, attributes, _, _, _, producer_id, _, _,
-         count) = _BATCH_HEADER.unpack_from(data, position)
-        size = batch_length + LOG_OVERHEAD
-        if size < HEADER_SIZE or position + size > end:
-            break  # a cut batch at the end of a read
-        if magic != 2 or crc32c.crc32c(view[position + ATTRIBUTES_OFFSET:position + size]) != crc:
-            raise CorruptRecordError(f"batch at offset {base_offset}: bad magic or CRC")
-        if attributes & TRANSACTIONAL_MASK:
-            _append_transactional(data, position, base_offset, from_offset, producer_id,
-                                  bool(attributes & CONTROL_MASK), append)
-        elif not attributes & CONTROL_MASK:
-            if attributes & COMPRESSION_MASK:
-                for record in decode_batch(data, position).records:
-                    if record.offset >= from_offset and record.key is not None:
-                        append((record.key, record.value))
-            else:
-                _walk_records(data, position + HEADER_SIZE, position + size, count, base_offset,
-                              from_offset, append)
-        position += size
-    return out
-
-
-def _append_transactional(data: bytes, position: int, base_offset: int, from_offset: int,
-                          producer_id: int, control: bool, append) -> None:
-    """The records of a transactional batch (TxnOffsetCommit's) or its producer's marker."""
-    for record in decode_batch(data, position).records:
-        if record.offset < from_offset or record.key is None:
-            continue
-        if not control:
-            append((None, TxnRecord(producer_id, bytes(record.key), record.value and bytes(record.value))))
-        elif len(record.key) == 4 and record.key[:2] == b"\x00\x00" and record.key[2:] in (b"\x00\x00", b"\x00\x01"):
-            append((None, TxnMarker(producer_id, record.key[3] == 1)))
-
-
-def _walk_records(data: bytes, pos: int, end: int, count: int, base_offset: int, from_offset: int,
-                  append) -> None:
-    """The records of one uncompressed batch. Varints of one byte (nearly all of them in
-    coordinator records) are read inline: this loop is the load's cost per record."""
-    try:
-        for _ in range(count):
-            b = data[pos]
-            length, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint(data, pos)
-            record_end = pos + length
-            if length < 0 or record_end > end:
-                raise CorruptRecordError(f"batch at offset {base_offset}: a record runs past its batch")
-            pos += 1  # attributes
-            b = data[pos]
-            pos = pos + 1 if b < 0x80 else _varint(data, pos)[1]  # timestamp delta
-            b = data[pos]
-            offset_delta, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint(data, pos)
-            b = data[pos]
-            key_length, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint(data, pos)
-            key = None if key_length < 0 else data[pos:pos + key_length]
-            pos += max(key_length, 0)
-            b = data[pos]
-            value_length, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint(data, pos)
-            value = None if value_length < 0 else data[pos:pos + value_length]
-            pos += max(value_length, 0)
-            if pos > record_end:
-                raise CorruptRecordError(f"batch at offset {base_offset}: a record's key or value runs past it")
-            if key is not None and base_offset + offset_delta >= from_offset:
-                append((key, value))
-            pos = record_end  # headers are not needed
-    except IndexError:
-        raise CorruptRecordError(f"batch at offset {base_offset}: a record is cut") from None
-    if pos != end:
-        raise CorruptRecordError(f"batch at offset {base_offset}: {end - pos} bytes after its records")
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint (at most 10 bytes); IndexError past the data becomes CorruptRecordError."""
-    try:
-        byte = data[pos]
-        if byte < 0x80:
-            return (byte >> 1) ^ -(byte & 1), pos + 1
-        value, shift = byte & 0x7F, 7
-        for index in range(pos + 1, pos + 10):
-            byte = data[index]
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return (value >> 1) ^ -(value & 1), index + 1
-            shift += 7
-    except IndexError:
-        pass
-    raise CorruptRecordError(f"a varint at byte {pos} is cut or longer than 10 bytes")
 
 
 def warm_up_takeover_kernels() -> None:

@@ -26,6 +26,8 @@ does its I/O, the way ``broker.server.group_coordinator`` serves the group core:
   grouped per destination broker, in-process to this broker's own partitions, retried per
   partition until written; then ``core.markers_written``.
 - **Timer.** One task sleeps until ``core.next_deadline()`` and calls ``core.tick``.
+  The timer, the load's wait/read/decode (with its retry of a failed read) are
+  ``broker.server.coordinator_runtime``'s, shared with the group coordinator.
 - **Verification (KIP-890 part 1).** ``verify`` answers for transactional ids this broker
   coordinates from the core (in-process, read-only); for others it asks the coordinator with a
   verify-only AddPartitionsToTxn (v4+), which that broker's handler hands to its core.
@@ -44,9 +46,10 @@ from typing import Awaitable, Callable
 
 from broker.cluster.internal_topics import TRANSACTION_STATE_TOPIC_NAME
 from broker.coordinator.txn.core import Append, AllocateProducerId, Reply, WriteMarkers, partition_for
-from broker.log import LogError
-from broker.records import Record, RecordsError, encode_batch
-from broker.server.group_coordinator import decode_records
+from broker.records import Record, encode_batch
+from broker.server.coordinator_runtime import (
+    DeadlineTimer, LoadRetry, decode_chunks, read_chunks, read_for_load, wait_for_partition,
+)
 from broker.server.txn_markers import MarkerJob, MarkerSender
 from broker.wire import ErrorCode
 
@@ -55,7 +58,6 @@ __all__ = ["TxnCoordinatorService", "TxnServiceSettings", "TxnServiceStatistics"
 logger = logging.getLogger(__name__)
 
 TOPIC = TRANSACTION_STATE_TOPIC_NAME
-_DECODE_IN_THREAD_BYTES_MIN = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -109,8 +111,7 @@ class TxnCoordinatorService:
         self._loading: dict[int, asyncio.Task | None] = {}
         self._writes: dict[int, deque[_Write]] = {}
         self._group: asyncio.TaskGroup | None = None
-        self._timer_wake = asyncio.Event()
-        self._sleeping_until: int | None = None
+        self._timer = DeadlineTimer(core.next_deadline, now_ms, self._tick)
         self._closed = False
         self._before_run: list = []
         self.stats = TxnServiceStatistics()
@@ -229,12 +230,7 @@ class TxnCoordinatorService:
             del self._writes[index]
 
     async def _wait_for(self, key, timeout_s: float) -> None:
-        waiter = self._replicas.purgatory.watch([key])
-        if waiter is None:
-            await asyncio.sleep(min(max(timeout_s, 0), self._settings.load_wait_poll_ms / 1000))
-            return
-        with waiter:
-            await waiter.wait(timeout_s)
+        await wait_for_partition(self._replicas, key, timeout_s, self._settings.load_wait_poll_ms)
 
     def _write_done(self, write_id: int, error: int) -> None:
         if error != ErrorCode.NONE:
@@ -275,22 +271,11 @@ class TxnCoordinatorService:
             self._loading[index] = self._spawn(self._load(index), f"txn-load-{index}")
 
     async def _load(self, index: int) -> None:
-        key = (TOPIC, index)
-        partition = self._replicas.get(*key)
-        if partition is None:
+        loaded = await read_for_load(self._replicas, (TOPIC, index), self._read, self._settings.load_wait_poll_ms,
+                                     LoadRetry())
+        if loaded is None or self._loading.get(index) is not asyncio.current_task():
             return
-        target = partition.log.log_end_offset
-        while partition.high_watermark < target:
-            await self._wait_for(key, 1.0)
-            if self._replicas.get(*key) is not partition or not partition.is_leader:
-                return
-        try:
-            records = await self._read(partition, target)
-        except (LogError, RecordsError) as exc:
-            logger.error("%s-%d: loading failed, its transactional ids stay unavailable: %s", TOPIC, index, exc)
-            return
-        if self._loading.get(index) is not asyncio.current_task():
-            return
+        target, records = loaded
         del self._loading[index]
         self.stats.loading.discard(index)
         self.stats.loaded[index] = self._led[index]
@@ -303,46 +288,15 @@ class TxnCoordinatorService:
         self._apply(effects)
 
     async def _read(self, partition, end_offset: int) -> list:
-        records: list = []
-        offset = partition.log.log_start_offset
-        while offset < end_offset:
-            data = partition.log.read(offset, self._settings.load_buffer_bytes, end_offset, True)
-            if data.batches == 0:
-                break
-            if len(data.records) >= _DECODE_IN_THREAD_BYTES_MIN:
-                records.extend(await asyncio.to_thread(decode_records, data.records, offset))
-            else:
-                records.extend(decode_records(data.records, offset))
-            offset = data.next_offset
-            await asyncio.sleep(0)
-        return records
+        return await decode_chunks(await read_chunks(partition, end_offset, self._settings.load_buffer_bytes))
 
     # -------------------------------------------------------------------------------- timer
 
     def _check_deadline(self) -> None:
-        deadline = self.core.next_deadline()
-        if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
-            self._timer_wake.set()
+        self._timer.deadline_added(self.core.next_deadline())
 
-    async def _timer(self) -> None:
-        while True:
-            self._timer_wake.clear()
-            deadline = self.core.next_deadline()
-            self._sleeping_until = deadline
-            if deadline is None:
-                await self._timer_wake.wait()
-                continue
-            delay_ms = deadline - self._now_ms()
-            if delay_ms > 0:
-                try:
-                    async with asyncio.timeout(delay_ms / 1000):
-                        await self._timer_wake.wait()
-                except TimeoutError:
-                    pass
-                continue
-            self._sleeping_until = None
-            self._apply(self.core.tick(self._now_ms()))
-            await asyncio.sleep(0)
+    def _tick(self) -> None:
+        self._apply(self.core.tick(self._now_ms()))
 
     # ---------------------------------------------------------------------------- lifecycle
 
@@ -367,7 +321,7 @@ class TxnCoordinatorService:
                     group.create_task(coroutine, name=name)
                 for index in [i for i, task in self._loading.items() if task is None]:
                     self._spawn_load(index)
-                await self._timer()
+                await self._timer.run()
             finally:
                 self._group = None
                 close = getattr(self._remote_verify, "close", None)

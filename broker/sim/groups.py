@@ -24,16 +24,15 @@ Invariants, checked as events happen and at the end:
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
-import time
 from dataclasses import dataclass, field
 
 from broker.coordinator.group.core import Append, GroupCoordinatorCore, GroupSettings, Reply
 from broker.coordinator.group.records import (
     GroupMetadataKey, OffsetCommitKey, decode_group_metadata_value, decode_key, decode_offset_commit_value,
 )
+from broker.sim.coordinator_driver import SimCoordinator, SimulationLog, seed_main
 from broker.sim.group_client import GROUP, JOIN, SYNC, TOPIC, GroupClient, decode_assignment
 from broker.sim.scheduler import Scheduler
 
@@ -77,48 +76,19 @@ class GroupSimResult:
         return text
 
 
-class _Coordinator:
-    """One broker's core, from its load to its unload."""
+class _Coordinator(SimCoordinator):
+    """One broker's group core (``SimCoordinator``), with the highest generation it handed out."""
+
+    REPLY = Reply
+    APPEND = Append
 
     def __init__(self, sim: "GroupSimulation", incarnation: int) -> None:
-        self.sim = sim
-        self.incarnation = incarnation
-        self.core = GroupCoordinatorCore(sim.group_settings, random.Random(sim.seed * 1000 + incarnation))
-        self.unloaded = False
-        self.loaded = False
-        self.timer = None
+        super().__init__(sim, incarnation,
+                         GroupCoordinatorCore(sim.group_settings, random.Random(sim.seed * 1000 + incarnation)))
         self.max_generation = -1
-        self.pending: dict[int, Append] = {}
-
-    def apply(self, effects: list) -> None:
-        for effect in effects:
-            if isinstance(effect, Reply):
-                self.sim.deliver_reply(self, effect)
-            else:
-                if self.unloaded:
-                    self.sim.violation(f"core {self.incarnation} emitted an Append after its unload")
-                    continue
-                self.pending[effect.write_id] = effect
-                self.sim.sched.after(self.sim.rng.randint(*self.sim.settings.append_latency_ms),
-                                     self.sim.land_append, self, effect)
-        self.reschedule()
-
-    def reschedule(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        if self.unloaded:
-            return
-        deadline = self.core.next_deadline()
-        if deadline is not None:
-            self.timer = self.sim.sched.at(max(deadline, self.sim.sched.now_ms), self.tick)
-
-    def tick(self) -> None:
-        self.timer = None
-        self.apply(self.core.tick(self.sim.sched.now_ms))
 
 
-class GroupSimulation:
+class GroupSimulation(SimulationLog):
     def __init__(self, seed: int, settings: GroupSimSettings | None = None, verbose: bool = False) -> None:
         self.seed = seed
         self.settings = settings or GroupSimSettings()
@@ -148,13 +118,6 @@ class GroupSimulation:
         self.clients = [GroupClient(self, i, static and i == 0) for i in range(self.settings.clients)]
 
     # -- plumbing -----------------------------------------------------------------------------
-    def violation(self, text: str) -> None:
-        self.violations.append(f"t={self.sched.now_ms}: {text}")
-
-    def note(self, text: str) -> None:
-        if self.verbose:
-            self.trace.append(f"t={self.sched.now_ms}: {text}")
-
     def latency(self) -> int:
         return self.rng.randint(*self.settings.latency_ms)
 
@@ -171,14 +134,9 @@ class GroupSimulation:
                                                   "/10.0.0.1", self.sched.now_ms))
 
     def deliver_reply(self, coordinator: _Coordinator, reply: Reply) -> None:
-        if reply.token in self.answered:
-            self.violation(f"token {reply.token} answered twice")
-            return
-        entry = self.outstanding.pop(reply.token, None)
+        entry = self.claim_reply(reply)
         if entry is None:
-            self.violation(f"reply for unknown token {reply.token}")
             return
-        self.answered.add(reply.token)
         client, api_key, request, life = entry
         response = reply.response
         if api_key == JOIN and response.error_code == 0:
@@ -219,6 +177,9 @@ class GroupSimulation:
             self.write_records(append.records, acknowledged=True)
         coordinator.apply(coordinator.core.write_done(append.write_id, error, self.sched.now_ms))
         self.check_cache(coordinator)
+
+    def land_unacknowledged(self, records: list) -> None:
+        self.write_records(records, acknowledged=False)
 
     def write_records(self, records: list, acknowledged: bool) -> None:
         self.log.extend(records)
@@ -279,15 +240,7 @@ class GroupSimulation:
     def move(self) -> None:
         old = self.coordinator
         self.moves += 1
-        old.unloaded = True
-        if old.timer is not None:
-            old.timer.cancel()
-        # Appends in flight: some reached the log without their acknowledgement.
-        for write_id, append in sorted(old.pending.items()):
-            if self.rng.random() < 0.5:
-                self.write_records(append.records, acknowledged=False)
-        old.pending.clear()
-        old.apply(old.core.unload_partition(0))
+        old.retire(land_in_flight=True)  # appends in flight: some reached the log, unacknowledged
         self.incarnation += 1
         new = _Coordinator(self, self.incarnation)
         new.core.begin_load(0)
@@ -341,10 +294,7 @@ class GroupSimulation:
                 self.violation(f"not settled after {self.settings.quiesce_ms} ms without faults: "
                                f"{client.name} {client.state} generation {client.generation}, group "
                                f"{None if group is None else (group.state.value, group.generation_id)}")
-        last.unloaded = True
-        if last.timer is not None:
-            last.timer.cancel()
-        last.apply(last.core.unload_partition(0))
+        last.retire(land_in_flight=False)
         if self.outstanding:
             self.violation(f"{len(self.outstanding)} requests never answered, e.g. "
                            f"{sorted(self.outstanding.items())[:3]}")
@@ -359,20 +309,7 @@ def run_group_simulation(seed: int, settings: GroupSimSettings | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m broker.sim.groups", description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--seeds", type=int, default=1)
-    parser.add_argument("--verbose", action="store_true")
-    args = parser.parse_args(argv)
-    failed = 0
-    for seed in range(args.seed, args.seed + args.seeds):
-        started = time.perf_counter()
-        result = run_group_simulation(seed, verbose=args.verbose)
-        print(f"{result.summary()} ({time.perf_counter() - started:.2f} s)")
-        if args.verbose and not result.ok:
-            print("\n".join(result.trace[-200:]))
-        failed += not result.ok
-    return 1 if failed else 0
+    return seed_main("python -m broker.sim.groups", __doc__, run_group_simulation, argv)
 
 
 if __name__ == "__main__":

@@ -28,14 +28,13 @@ Invariants, checked as events happen and at the end:
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
-import time
 from dataclasses import dataclass, field
 
 from broker.coordinator.txn.core import (Append, AllocateProducerId, Reply, TxnCoordinatorCore,
                                          TxnSettings, WriteMarkers)
+from broker.sim.coordinator_driver import SimCoordinator, SimulationLog, seed_main
 from broker.sim.scheduler import Scheduler
 from broker.sim.txn_producer import ADD, END, OFFSETS, TxnProducer
 
@@ -123,54 +122,28 @@ class _Partition:
             self.sim.outcome(opened[0], opened[1], m.committed, self.tp)
 
 
-class _Coordinator:
-    """One broker's core, from its load to its unload."""
+class _Coordinator(SimCoordinator):
+    """One broker's transaction core (``SimCoordinator``): producer id allocations and markers
+    are its own effects; a tick's PrepareAbort writes are timeout aborts."""
+
+    REPLY = Reply
+    APPEND = Append
 
     def __init__(self, sim: "TxnSimulation", incarnation: int) -> None:
-        self.sim = sim
-        self.incarnation = incarnation
-        self.core = TxnCoordinatorCore(sim.txn_settings)
-        self.unloaded = False
-        self.loaded = False
-        self.timer = None
-        self.pending: dict[int, Append] = {}
+        super().__init__(sim, incarnation, TxnCoordinatorCore(sim.txn_settings))
 
-    def apply(self, effects: list) -> None:
-        sim = self.sim
-        for effect in effects:
-            if isinstance(effect, Reply):
-                sim.deliver_reply(effect)
-                continue
-            if self.unloaded:
-                sim.violation(f"core {self.incarnation} emitted {effect} after its unload")
-                continue
-            if isinstance(effect, Append):
-                self.pending[effect.write_id] = effect
-                sim.sched.after(sim.rng.randint(*sim.settings.append_latency_ms), sim.land_append, self, effect)
-            elif isinstance(effect, AllocateProducerId):
-                sim.sched.after(sim.rng.randint(1, 20), sim.allocate, self, effect.request_id)
-            elif isinstance(effect, WriteMarkers):
-                sim.send_markers(self, effect)
-        self.reschedule()
+    def other_effect(self, effect) -> None:
+        if isinstance(effect, AllocateProducerId):
+            self.sim.sched.after(self.sim.rng.randint(1, 20), self.sim.allocate, self, effect.request_id)
+        else:
+            assert isinstance(effect, WriteMarkers), f"unknown effect {effect!r}"
+            self.sim.send_markers(self, effect)
 
-    def reschedule(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        if self.unloaded:
-            return
-        deadline = self.core.next_deadline()
-        if deadline is not None:
-            self.timer = self.sim.sched.at(max(deadline, self.sim.sched.now_ms), self.tick)
-
-    def tick(self) -> None:
-        self.timer = None
-        effects = self.core.tick(self.sim.sched.now_ms)
+    def ticked(self, effects: list) -> None:
         self.sim.timeout_aborts += sum(1 for e in effects if isinstance(e, Append) and e.records[0][1] is not None)
-        self.apply(effects)
 
 
-class TxnSimulation:
+class TxnSimulation(SimulationLog):
     def __init__(self, seed: int, settings: TxnSimSettings | None = None, verbose: bool = False) -> None:
         self.seed = seed
         self.settings = s = settings or TxnSimSettings()
@@ -207,13 +180,6 @@ class TxnSimulation:
         self.delay_next_end: set[str] = set()
 
     # -- plumbing -------------------------------------------------------------------------------
-    def violation(self, text: str) -> None:
-        self.violations.append(f"t={self.sched.now_ms}: {text}")
-
-    def note(self, text: str) -> None:
-        if self.verbose:
-            self.trace.append(f"t={self.sched.now_ms}: {text}")
-
     def send(self, producer: TxnProducer, api_key: int, request, delay_ms: int = 0) -> None:
         self.tokens += 1
         token = self.tokens
@@ -255,15 +221,10 @@ class TxnSimulation:
             return None
         return meta, (meta.current(), meta.pending)
 
-    def deliver_reply(self, reply: Reply) -> None:
-        if reply.token in self.answered:
-            self.violation(f"token {reply.token} answered twice")
-            return
-        entry = self.outstanding.pop(reply.token, None)
+    def deliver_reply(self, coordinator: _Coordinator, reply: Reply) -> None:
+        entry = self.claim_reply(reply)
         if entry is None:
-            self.violation(f"reply for unknown token {reply.token}")
             return
-        self.answered.add(reply.token)
         producer, api_key, request = entry
         self.note(f"{producer.name} <- {api_key} token {reply.token} error {_error(api_key, reply.response)}")
         self.sched.after(self.rng.randint(*self.settings.latency_ms), producer.receive, api_key, request,
@@ -327,6 +288,9 @@ class TxnSimulation:
             self.faults.append(f"t={self.sched.now_ms}: append refused (NOT_LEADER_OR_FOLLOWER), coordinator move")
             self.move()
 
+    def land_unacknowledged(self, records: list) -> None:
+        self.log.extend(records)
+
     def allocate(self, coordinator: _Coordinator, request_id: int) -> None:
         if coordinator.unloaded:
             return
@@ -363,14 +327,7 @@ class TxnSimulation:
     def move(self) -> None:
         old = self.coordinator
         self.moves += 1
-        old.unloaded = True
-        if old.timer is not None:
-            old.timer.cancel()
-        for _, append in sorted(old.pending.items()):  # in flight: some land unacknowledged
-            if self.rng.random() < 0.5:
-                self.log.extend(append.records)
-        old.pending.clear()
-        old.apply(old.core.unload_partition(0))
+        old.retire(land_in_flight=True)  # in flight: some land unacknowledged
         self.incarnation += 1
         self.coordinator = self._new_coordinator()
         self.sched.after(self.rng.randint(*self.settings.load_delay_ms), self.load, self.coordinator)
@@ -455,20 +412,7 @@ def run_txn_simulation(seed: int, settings: TxnSimSettings | None = None, verbos
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m broker.sim.txns", description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--seeds", type=int, default=1)
-    parser.add_argument("--verbose", action="store_true")
-    args = parser.parse_args(argv)
-    failed = 0
-    for seed in range(args.seed, args.seed + args.seeds):
-        started = time.perf_counter()
-        result = run_txn_simulation(seed, verbose=args.verbose)
-        print(f"{result.summary()} ({time.perf_counter() - started:.2f} s)")
-        if args.verbose and not result.ok:
-            print("\n".join(result.trace[-200:]))
-        failed += not result.ok
-    return 1 if failed else 0
+    return seed_main("python -m broker.sim.txns", __doc__, run_txn_simulation, argv)
 
 
 if __name__ == "__main__":
