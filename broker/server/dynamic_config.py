@@ -6,8 +6,10 @@ the cluster default ``/config/brokers/<default>``, then its own ``/config/broker
 ``DynamicBrokerConfig`` order). Only keys the broker applies without a restart are accepted:
 the log defaults every topic inherits (``log.retention.ms``, ``log.segment.bytes``,
 ``log.cleanup.policy``, ``message.max.bytes``, ...), ``min.insync.replicas``, and the
-replication throttles (``leader/follower.replication.throttled.rate``, bytes/s). Any other key is
-refused with Kafka's words, and nothing of that resource is written.
+replication throttles (``leader/follower.replication.throttled.rate``, bytes/s). Any other broker
+key is refused with Kafka's words, and nothing of that resource is written; a key no broker knows
+is kept, as Kafka keeps it. Unlike Kafka 4 (KRaft, where ELR forbids it), a broker-level
+``min.insync.replicas`` may change: pylog is ZooKeeper mode, where Kafka allows it.
 
 A topic's change is checked as CreateTopics checks its configs (``config_entries``), over the
 broker's log configuration, so the same value is refused in both places with the same message.
@@ -15,6 +17,7 @@ broker's log configuration, so the same value is refused in both places with the
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -25,7 +28,7 @@ from broker.wire import ErrorCode
 
 __all__ = [
     "DEFAULT_BROKER", "DYNAMIC_BROKER_KEYS", "THROTTLE_RATE_KEYS", "DynamicBrokerConfigs",
-    "ConfigChangeError", "apply_incremental", "check_topic_change", "check_broker_change",
+    "ConfigChangeError", "apply_incremental", "static_broker_keys", "check_topic_change", "check_broker_change",
 ]
 
 DEFAULT_BROKER = "<default>"  # the znode name of the cluster-wide broker default
@@ -119,23 +122,37 @@ def check_topic_change(topic: str, new: Mapping[str, str | None], broker_log: Lo
 
 def check_broker_change(levels: DynamicBrokerConfigs, entity: str, new: Mapping[str, str | None]) -> None:
     """Raise ConfigChangeError unless ``new`` may replace ``entity``'s dynamic configs
-    (``entity`` is a broker id or ``<default>``)."""
+    (``entity`` is a broker id or ``<default>``). As Kafka: a broker key that needs a restart is
+    INVALID_REQUEST, so is a bad value; a key no broker knows is stored (a plugin's, say) and
+    described as sensitive."""
+    fixed = sorted(name for name in new if name in static_broker_keys() and name not in DYNAMIC_BROKER_KEYS)
+    if fixed:
+        raise ConfigChangeError(ErrorCode.INVALID_REQUEST,
+                                f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
     for name, value in new.items():
-        if name not in DYNAMIC_BROKER_KEYS:
-            raise ConfigChangeError(ErrorCode.INVALID_CONFIG,
-                                    f"Cannot update these configs dynamically: Set({name})")
         if value is None:
-            raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Null value not supported for : {name}")
+            raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
     for key in THROTTLE_RATE_KEYS:
         if key in new and not _is_long_at_least_zero(new[key]):
-            raise ConfigChangeError(ErrorCode.INVALID_CONFIG,
+            raise ConfigChangeError(ErrorCode.INVALID_REQUEST,
                                     f"Invalid value {new[key]} for configuration {key}: Value must be at least 0")
     changed = (DynamicBrokerConfigs(levels.static, new, levels.per_broker) if entity == DEFAULT_BROKER
                else DynamicBrokerConfigs(levels.static, levels.cluster_default, new))
     try:
         changed.broker_config()
     except (ConfigError, ValueError) as exc:
-        raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+
+
+@functools.cache
+def static_broker_keys() -> frozenset[str]:
+    """Every broker key pylog knows (those DescribeConfigs lists, and their synonyms)."""
+    from broker.server.config_entries import describe_broker_configs, describe_topic_configs
+
+    bare = BrokerConfig.from_properties({"broker.id": "0", "zookeeper.connect": "localhost:2181"})
+    keys = {e.name for e in describe_broker_configs(bare)}
+    keys |= {e.synonym[0] for e in describe_topic_configs({}, bare) if e.synonym is not None}
+    return frozenset(keys | DYNAMIC_BROKER_KEYS | {"num.io.threads", "num.network.threads", "log.dir"})
 
 
 def _is_long_at_least_zero(raw: str) -> bool:

@@ -60,11 +60,14 @@ def test_topic_change_checked_as_create_topics_checks(configs, words):
 def test_broker_change_only_for_dynamic_keys_with_valid_values():
     levels = DynamicBrokerConfigs(STATIC)
     check_broker_change(levels, "1", {"log.retention.ms": "5", "leader.replication.throttled.rate": "10485760"})
+    check_broker_change(levels, "1", {"some.plugin.key": "x"})  # unknown keys are kept, as Kafka
     for bad in ({"num.partitions": "3"}, {"leader.replication.throttled.rate": "-1"},
                 {"log.segment.bytes": "x"}, {"min.insync.replicas": "0"}):
         with pytest.raises(ConfigChangeError) as err:
             check_broker_change(levels, DEFAULT_BROKER, bad)
-        assert err.value.error_code == ErrorCode.INVALID_CONFIG, bad
+        assert err.value.error_code == ErrorCode.INVALID_REQUEST, bad
+    with pytest.raises(ConfigChangeError, match=r"Set\(num.partitions\)"):
+        check_broker_change(levels, "1", {"num.partitions": "3"})
 
 
 def test_levels_per_broker_over_default_over_static_with_synonyms():

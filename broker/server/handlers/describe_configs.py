@@ -1,7 +1,9 @@
 """DescribeConfigs (key 32), v0-4: topic configs (overrides over broker values over defaults)
 and this broker's own configuration, with Kafka's names (KIP-133, KIP-226 sources, KIP-569
 types). ``configuration_keys`` (null = all) filters the entries. A broker resource must name this
-broker (its id as a string, or "" for the cluster-wide default); any other is INVALID_REQUEST.
+broker (its id as a string, or "" for the cluster-wide default: then only what the default
+``/config/brokers/<default>`` sets, as Kafka); any other is INVALID_REQUEST. Sources and synonyms
+include the dynamic levels (``config_changes``).
 An unknown topic is UNKNOWN_TOPIC_OR_PARTITION; other resource types are INVALID_REQUEST.
 """
 
@@ -11,11 +13,14 @@ from dataclasses import replace
 
 from broker.server.config_entries import (
     SOURCE_DEFAULT,
+    TYPE_LONG,
     ConfigEntry,
     describe_broker_configs,
     describe_topic_configs,
 )
 from broker.server.config_synonyms import (
+    SOURCE_DYNAMIC_BROKER,
+    SOURCE_DYNAMIC_DEFAULT_BROKER,
     broker_defaults,
     broker_synonyms,
     kafka_broker_value,
@@ -23,6 +28,7 @@ from broker.server.config_synonyms import (
     topic_synonyms,
 )
 from broker.server.context import BrokerContext
+from broker.server.dynamic_config import static_broker_keys
 from broker.wire import ApiKey, DescribeConfigsResponse, ErrorCode
 
 __all__ = ["API_KEY", "handle", "error_response"]
@@ -30,6 +36,7 @@ __all__ = ["API_KEY", "handle", "error_response"]
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+TYPE_PASSWORD = 9  # ConfigDef.Type.PASSWORD: Kafka's type for a key it does not know
 _Result = DescribeConfigsResponse.DescribeConfigsResult
 _Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 _Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
@@ -42,20 +49,19 @@ async def handle(ctx: BrokerContext, header, request) -> DescribeConfigsResponse
 
 def _describe(ctx: BrokerContext, resource, include_synonyms: bool):
     kind, name = resource.resource_type, resource.resource_name
+    levels = getattr(ctx.config_store, "levels", None)
     if kind == RESOURCE_TOPIC:
         topic = ctx.metadata.snapshot.topics.get(name)
         if topic is None:
             return _error(resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
         defaults = broker_defaults(ctx.config)
-        entries = [(e, topic_synonyms(e, ctx.config, defaults))
+        entries = [(e, topic_synonyms(e, ctx.config, defaults, levels))
                    for e in describe_topic_configs(topic.config, ctx.config)]
     elif kind == RESOURCE_BROKER:
         if name not in ("", str(ctx.broker_id)):
             return _error(resource, ErrorCode.INVALID_REQUEST,
                           f"broker {name!r} must be described by that broker (this is {ctx.broker_id})")
-        defaults = broker_defaults(ctx.config)
-        entries = [(replace(e, value=kafka_broker_value(e, ctx.config)), broker_synonyms(e.name, ctx.config, defaults))
-                   for e in describe_broker_configs(ctx.config)]
+        entries = _broker_entries(ctx, levels, per_broker=name != "")
     else:
         return _error(resource, ErrorCode.INVALID_REQUEST, f"resource type {kind} is not supported")
     keys = resource.configuration_keys
@@ -65,13 +71,37 @@ def _describe(ctx: BrokerContext, resource, include_synonyms: bool):
                    configs=[_entry(e, chain, include_synonyms) for e, chain in entries])
 
 
+def _broker_entries(ctx: BrokerContext, levels, per_broker: bool) -> list:
+    """This broker's configs (``per_broker``), or only those the cluster default sets (Kafka
+    describes the default resource so). A dynamic key pylog does not know is listed as Kafka
+    lists it: sensitive, value hidden."""
+    defaults = broker_defaults(ctx.config)
+    entries = [(replace(e, value=kafka_broker_value(e, ctx.config)),
+                broker_synonyms(e.name, ctx.config, defaults, levels, per_broker))
+               for e in describe_broker_configs(ctx.config)]
+    if levels is None:
+        return entries if per_broker else []
+    dynamic = {**levels.cluster_default, **levels.per_broker} if per_broker else dict(levels.cluster_default)
+    if not per_broker:
+        entries = [(e, chain) for e, chain in entries if e.name in dynamic]
+    known = {e.name for e, _ in entries}
+    for key in sorted(set(dynamic) - known):
+        source = SOURCE_DYNAMIC_BROKER if key in levels.per_broker and per_broker else SOURCE_DYNAMIC_DEFAULT_BROKER
+        if key in static_broker_keys():  # a dynamic key DescribeConfigs does not list otherwise
+            entries.append((ConfigEntry(key, dynamic[key], source, TYPE_LONG), [(key, dynamic[key], source)]))
+        else:
+            entries.append((ConfigEntry(key, None, source, TYPE_PASSWORD), [(key, None, source)]))
+    return entries
+
+
 def _entry(entry: ConfigEntry, chain: list, include_synonyms: bool):
     """KIP-226 synonyms, most specific first, and the source they give the entry (Kafka's
     rules: config_synonyms.py)."""
     source = source_of(chain)
     synonyms = [_Synonym(name=n, value=v, source=s) for n, v, s in chain] if include_synonyms else []
     return _Entry(name=entry.name, value=entry.value, read_only=False, config_source=source,
-                  is_default=source == SOURCE_DEFAULT, is_sensitive=False, synonyms=synonyms,
+                  is_default=source == SOURCE_DEFAULT, is_sensitive=entry.config_type == TYPE_PASSWORD,
+                  synonyms=synonyms,
                   config_type=entry.config_type, documentation=None)
 
 

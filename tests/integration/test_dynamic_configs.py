@@ -1,0 +1,217 @@
+"""Dynamic configs on a real 3-broker cluster (issue 18): IncrementalAlterConfigs and
+AlterConfigs from confluent-kafka's admin client change topics, one broker and the cluster
+default while an acks=all producer writes; the changes apply without a restart (a record over
+the new max.message.bytes is refused, a smaller segment.bytes rolls segments), DescribeConfigs shows their sources and
+synonyms, ZooKeeper holds them as Kafka does, and bad input gets Kafka's errors with nothing
+changed. Nothing acknowledged is lost or duplicated.
+
+One cluster for the module.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+)
+from kazoo.client import KazooClient
+
+from broker.client import AdminClient as PylogAdmin
+from broker.client.config_admin import OP_SET, RESOURCE_BROKER, describe_configs, incremental_alter_configs
+from conftest import ClusterFactory
+
+pytestmark = [pytest.mark.integration]
+
+DEADLINE_S = 30.0
+TOPIC = "dyn"
+SET, DELETE = AlterConfigOpType.SET, AlterConfigOpType.DELETE
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper, tmp_path_factory):
+    factory = ClusterFactory(zookeeper.connect_string, tmp_path_factory.mktemp("dynamic-configs"))
+    try:
+        yield factory.make(3, overrides={"controlled.shutdown.enable": "false",
+                                         "offsets.topic.replication.factor": "1",
+                                         "offsets.topic.num.partitions": "1"})
+    finally:
+        factory.close()
+
+
+@pytest.fixture(scope="module")
+def admin(cluster):
+    client = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    futures = client.create_topics([NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})])
+    futures[TOPIC].result(DEADLINE_S)
+    _wait(lambda: all(p.leader >= 0 for p in client.list_topics(TOPIC, timeout=5).topics[TOPIC].partitions.values()),
+          "leaders for the topic")
+    return client
+
+
+def _wait(condition, what: str, deadline_s: float = DEADLINE_S):
+    deadline = time.monotonic() + deadline_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _alter(admin, kind, name: str, *entries: tuple[str, str | None, AlterConfigOpType]):
+    resource = ConfigResource(kind, name, incremental_configs=[
+        ConfigEntry(key, value, incremental_operation=op) for key, value, op in entries])
+    return admin.incremental_alter_configs([resource])[resource].result(DEADLINE_S)
+
+
+def _describe(admin, kind, name: str) -> dict:
+    resource = ConfigResource(kind, name)
+    return admin.describe_configs([resource])[resource].result(DEADLINE_S)
+
+
+def _produce_one(bootstrap: str, value: bytes) -> KafkaError | None:
+    """One acks=all record to partition 0, the error it got (None: acknowledged)."""
+    outcome = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 5000,
+                         "retries": 0})
+    producer.produce(TOPIC, value, partition=0, on_delivery=lambda err, msg: outcome.append(err))
+    producer.flush(DEADLINE_S)
+    return outcome[0]
+
+
+class _Load:
+    """An acks=all idempotent producer writing numbered records until stopped."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.acked: list[int] = []
+        self.failed = 0
+        self._stop = threading.Event()
+        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                   "linger.ms": 5})
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _delivered(self, err, msg) -> None:
+        if err is None:
+            self.acked.append(int(msg.value()))
+        else:
+            self.failed += 1
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            self._producer.produce(TOPIC, str(n).encode(), key=str(n % 7).encode(), on_delivery=self._delivered)
+            self._producer.poll(0.002)
+            n += 1
+        self._producer.flush(DEADLINE_S)
+
+    def stop(self) -> list[int]:
+        self._stop.set()
+        self._thread.join(DEADLINE_S * 2)
+        return self.acked
+
+
+def _consume_all(bootstrap: str, expected: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "dyn-check", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([TOPIC])
+    seen: list[int] = []
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while len(seen) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None and msg.value().isdigit():
+                seen.append(int(msg.value()))
+    finally:
+        consumer.close()
+    return seen
+
+
+def test_topic_and_broker_configs_change_under_load_without_restart(cluster, admin):
+    load = _Load(cluster.bootstrap)
+    _wait(lambda: len(load.acked) > 200, "the load to get going")
+    starts = [b.starts for b in cluster.brokers]
+
+    # max.message.bytes: a record over the new limit is refused, then accepted once deleted
+    _alter(admin, ConfigResource.Type.TOPIC, TOPIC, ("max.message.bytes", "2000", SET))
+    _wait(lambda: (_produce_one(cluster.bootstrap, b"x" * 5000) or KafkaError(0)).code()
+          == KafkaError.MSG_SIZE_TOO_LARGE, "max.message.bytes to apply")
+    _alter(admin, ConfigResource.Type.TOPIC, TOPIC, ("max.message.bytes", None, DELETE),
+           ("min.insync.replicas", "2", SET))
+    assert _wait(lambda: _produce_one(cluster.bootstrap, b"z" * 5000) is None, "the topic to accept again") is True
+
+    # the cluster default and one broker's own level, with their sources
+    with PylogAdmin(cluster.bootstrap) as pylog_admin:  # confluent-kafka cannot name the default ("")
+        incremental_alter_configs(pylog_admin, RESOURCE_BROKER, "", [("log.retention.ms", OP_SET, "86400000")])
+        default = _wait(lambda: describe_configs(pylog_admin, RESOURCE_BROKER, ""), "the default to apply")
+    assert [(c.name, c.value, c.source) for c in default] == [
+        ("log.retention.ms", "86400000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)]
+    _alter(admin, ConfigResource.Type.BROKER, "2", ("log.segment.bytes", "1048576", SET))
+    topic = _wait(lambda: (lambda c: c if c["retention.ms"].value == "86400000" else None)(
+        _describe(admin, ConfigResource.Type.TOPIC, TOPIC)), "the topic to inherit the default")
+    assert topic["retention.ms"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    assert topic["min.insync.replicas"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    broker2 = _wait(lambda: (lambda c: c if c["log.segment.bytes"].value == "1048576" else None)(
+        _describe(admin, ConfigResource.Type.BROKER, "2")), "broker 2's own level")
+    assert broker2["log.segment.bytes"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert broker2["log.retention.ms"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+
+    # broker 2 rolls its replicas' segments at 1 MiB: more than one segment once 3 MiB arrive
+    big = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 20})
+    for _ in range(3 * 1024):
+        big.produce(TOPIC, b"b" * 1000, partition=1)
+    big.flush(DEADLINE_S)
+    segments = cluster.broker(2).data_dir / f"{TOPIC}-1"
+    _wait(lambda: len(list(segments.glob("*.log"))) >= 3, "broker 2 to roll 1 MiB segments")
+
+    acked = load.stop()
+    assert [b.starts for b in cluster.brokers] == starts, "a broker restarted"
+    assert load.failed == 0
+    seen = _consume_all(cluster.bootstrap, len(acked))
+    assert len(seen) == len(set(seen)), "a record was duplicated"
+    assert sorted(seen) == sorted(acked), "an acknowledged record was lost"
+
+
+def test_zookeeper_holds_configs_as_kafka_does(cluster, admin):
+    _alter(admin, ConfigResource.Type.TOPIC, TOPIC, ("retention.bytes", "123456789", SET))
+    zk = KazooClient(hosts=cluster.zk_connect)
+    zk.start()
+    try:
+        data, _ = zk.get(f"/config/topics/{TOPIC}")
+        assert json.loads(data) == {"version": 1, "config": {"min.insync.replicas": "2",
+                                                               "retention.bytes": "123456789"}}
+        changes = [json.loads(zk.get(f"/config/changes/{c}")[0]) for c in sorted(zk.get_children("/config/changes"))]
+        assert {"version": 2, "entity_path": f"topics/{TOPIC}"} in changes
+        assert {"version": 2, "entity_path": "brokers/<default>"} in changes
+        assert json.loads(zk.get("/config/brokers/2")[0])["config"] == {"log.segment.bytes": "1048576"}
+    finally:
+        zk.stop()
+        zk.close()
+
+
+@pytest.mark.parametrize("kind, name, entry, code", [
+    (ConfigResource.Type.TOPIC, TOPIC, ("no.such.config", "1"), KafkaError.INVALID_CONFIG),
+    (ConfigResource.Type.TOPIC, TOPIC, ("retention.ms", "abc"), KafkaError.INVALID_CONFIG),
+    (ConfigResource.Type.TOPIC, "no-such-topic", ("retention.ms", "1"), KafkaError.UNKNOWN_TOPIC_OR_PART),
+    (ConfigResource.Type.BROKER, "1", ("num.partitions", "3"), KafkaError.INVALID_REQUEST),
+    (ConfigResource.Type.BROKER, "1", ("leader.replication.throttled.rate", "-5"), KafkaError.INVALID_REQUEST),
+])
+def test_bad_input_gets_kafkas_error_and_changes_nothing(cluster, admin, kind, name, entry, code):
+    before = _describe(admin, kind, name) if name != "no-such-topic" else {}
+    with pytest.raises(KafkaException) as err:
+        _alter(admin, kind, name, (*entry, SET))
+    assert err.value.args[0].code() == code
+    if before:
+        after = _describe(admin, kind, name)
+        assert {k: v.value for k, v in after.items()} == {k: v.value for k, v in before.items()}
