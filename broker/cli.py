@@ -42,6 +42,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
     add_peer_parser(sub)
 
+    from broker.tools.configs import add_configs_parser
+
+    add_configs_parser(sub)
+
     broker = sub.add_parser("broker", help="run one broker in the foreground")
     broker_actions = broker.add_subparsers(dest="broker_command", required=True, metavar="ACTION")
     start = broker_actions.add_parser("start", help="run a broker until SIGTERM or Ctrl-C")
@@ -93,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
             from broker.tools.cluster import run_cluster
 
             return run_cluster(args, sys.stdout, sys.stderr)
+        if args.command == "configs":
+            from broker.tools.configs import run_configs
+
+            return run_configs(args, sys.stdout, sys.stderr)
         if args.command == "peer":
             from broker.tools.kafka_peer import run_peer
 
