@@ -64,11 +64,16 @@ from broker.server.config import BrokerConfig, ConfigError, Listener
 from broker.server.config_changes import ConfigChangeService
 from broker.server.dynamic_config import DynamicBrokerConfigs
 from broker.server.context import BrokerContext
+from broker.security import tls
+from broker.security.sasl_client import SaslClient
+from broker.server.authenticator import SaslAuthenticator
+from broker.server.config import ConfigError
+from broker.server.credentials import CredentialStore
 from broker.server.controller import ControllerService
 from broker.server.dispatch import Dispatcher
 from broker.server.group_coordinator import GroupCoordinatorService, GroupServiceSettings
 from broker.server.handlers import write_txn_markers
-from broker.server.inter_broker import InterBrokerConnection, InterBrokerError
+from broker.server.inter_broker import InterBrokerConnection, InterBrokerError, InterBrokerSecurity, configure_security
 from broker.server.isr_writer import IsrWriter
 from broker.server.log_cleaner import LogCleanerService
 from broker.server.metadata import ClusterSnapshot, MetadataCache
@@ -96,7 +101,8 @@ class Broker:
         self._rng = rng if rng is not None else Random()
         self._sleep = sleep
         self.log_manager: LogManager | None = None
-        self.server: KafkaServer | None = None
+        self.server: KafkaServer | None = None  # the first listener's
+        self.servers: dict[str, KafkaServer] = {}  # every listener's, by name
         self.zk: KafkaZkClient | None = None
         self.sync: MetadataSync | None = None
         self.replicas: ReplicaManager | None = None
@@ -136,24 +142,47 @@ class Broker:
                             config.min_insync_replicas, limits, config.replica_lag_time_max_ms),
         )
         self.cleaner = _log_cleaner(config, self.replicas, limits, self._now_ms, self._rng)
-        self.server = KafkaServer(_Deferred(self), config.listeners[0].host, config.listeners[0].port,
-                                  NetworkLimits(config.socket_request_max_bytes, config.max_connections,
-                                                config.max_inflight_requests_per_connection,
-                                                config.connections_max_idle_ms))
-        await self.server.start(start_serving=False)
+        configure_security(_inter_broker_security(config))
+        self.servers = self._make_servers()
+        self.server = self.servers[config.listeners[0].name]
+        for server in self.servers.values():
+            await server.start(start_serving=False)
         self.config = config = replace(config, advertised_listeners=self._resolved_advertised())
         await self._join_cluster()
         if self.metrics is not None:  # bound before serving: a port in use fails the start
             await self.metrics.start()
-        await self.server.start_serving()
+        for server in self.servers.values():
+            await server.start_serving()
         logger.info("broker %d serving on %s (advertised %s)", config.broker_id,
                     config.listeners[0], ", ".join(map(str, config.advertised_listeners)))
         self.ready.set()
 
     def _resolved_advertised(self) -> tuple[Listener, ...]:
         """Port 0 (any free port) in an advertised listener becomes the port actually bound."""
-        return tuple(replace(l, port=self.server.port) if l.port == 0 else l
+        return tuple(replace(l, port=self.servers[l.name].port) if l.port == 0 else l
                      for l in self.config.advertised_listeners)
+
+    def _make_servers(self) -> dict[str, KafkaServer]:
+        """One server per listener: TLS on SSL/SASL_SSL, the SASL gate on SASL_* (issue 17)."""
+        config = self.config
+        security = config.security
+        limits = NetworkLimits(config.socket_request_max_bytes, config.max_connections,
+                               config.max_inflight_requests_per_connection, config.connections_max_idle_ms,
+                               security.authentication_timeout_ms)
+        servers = {}
+        for listener in config.listeners:
+            spec = security.for_listener(listener.name)
+            handler = _Deferred(self)
+            if spec.uses_sasl:
+                handler = SaslAuthenticator(handler, spec, _Credentials(self), self._now_ms,
+                                            security.connections_max_reauth_ms,
+                                            security.sasl_server_max_receive_size_bytes)
+            servers[listener.name] = KafkaServer(
+                handler, listener.host, listener.port, limits, listener_name=listener.name,
+                ssl_context=tls.server_context(spec.ssl) if spec.uses_tls else None,
+                principal_of=_certificate_principal if spec.uses_tls else None,
+                authentication_required=spec.uses_sasl)
+        return servers
 
     async def _join_cluster(self) -> None:
         config = self.config
@@ -170,7 +199,7 @@ class Broker:
         logger.info("registered broker %d (epoch %d) in cluster %s", config.broker_id, epoch, cluster_id)
         cache = MetadataCache(ClusterSnapshot(cluster_id=cluster_id))
         self.sync = MetadataSync(zk, cache, self._on_metadata)
-        listener = config.listeners[0].name
+        listener = config.security.inter_broker_listener_name
         self.fetchers = ReplicaFetcherManager(
             config.broker_id, cache, listener,
             FetcherSettings(config.replica_fetch_wait_max_ms, config.replica_fetch_min_bytes,
@@ -213,6 +242,7 @@ class Broker:
         await asyncio.to_thread(self.configs.start_watches, loop)
         await asyncio.to_thread(self.sync.start_watches, loop)
         await asyncio.to_thread(self.controller.start_watches, loop)
+        self.context.credentials = CredentialStore(zk._zk)  # the broker's own session (a read per login)
         snapshot = await self.sync.initial_load()
         self.replicas.delete_stray_logs(set(snapshot.topics))
 
@@ -276,7 +306,7 @@ class Broker:
             self._now_ms, producer_ids.next_id, markers, verifier)
 
     def _registration(self) -> BrokerRegistration:
-        endpoints = tuple(EndPoint(l.name, l.host, l.port, "PLAINTEXT")
+        endpoints = tuple(EndPoint(l.name, l.host, l.port, self.config.security.for_listener(l.name).protocol)
                           for l in self.config.advertised_listeners)
         return BrokerRegistration(self.config.broker_id, endpoints, self._now_ms())
 
@@ -392,8 +422,9 @@ class Broker:
             self.txn.close()
         if self.replicas is not None:
             self.replicas.purgatory.close()
-        if self.server is not None:
-            await self.server.close(self.config.shutdown_drain_timeout_ms / 1000)
+        if self.servers:
+            await asyncio.gather(*(server.close(self.config.shutdown_drain_timeout_ms / 1000)
+                                   for server in self.servers.values()))
 
     async def _close(self) -> None:
         """Release everything that was opened, in reverse order; safe after a failed start."""
@@ -418,6 +449,42 @@ class _NoVerification:
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      topic: str, partition: int) -> int:
         return ErrorCode.NONE
+
+
+class _Credentials:
+    """The SASL gate's credential store, which exists once the broker has joined ZooKeeper (no
+    SASL request is served before: serving starts after that)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    async def lookup(self, user: str, mechanism: str):
+        context = self._broker.context
+        if context is None or context.credentials is None:
+            return None
+        return await context.credentials.lookup(user, mechanism)
+
+
+def _certificate_principal(transport) -> str | None:
+    return tls.certificate_principal(transport.get_extra_info("peercert"))
+
+
+def _inter_broker_security(config: BrokerConfig) -> InterBrokerSecurity:
+    """TLS and SASL towards the other brokers' ``inter.broker.listener.name`` listener, with this
+    broker's own keystore, truststore and JAAS ``username``/``password``."""
+    security = config.security
+    spec = security.for_listener(security.inter_broker_listener_name)
+    context = tls.client_context(spec.ssl) if spec.uses_tls else None
+    sasl = None
+    if spec.uses_sasl:
+        mechanism = security.inter_broker_mechanism
+        jaas = spec.jaas.get(mechanism)
+        if jaas is None or not jaas.username or jaas.password is None:
+            raise ConfigError(f"listener {spec.name}: the inter-broker SASL mechanism {mechanism} needs "
+                              f"username and password in listener.name.{spec.name.lower()}."
+                              f"{mechanism.lower()}.sasl.jaas.config")
+        sasl = lambda: SaslClient(mechanism, jaas.username, jaas.password)  # noqa: E731
+    return InterBrokerSecurity(context, sasl)
 
 
 class _Deferred:

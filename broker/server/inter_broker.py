@@ -9,16 +9,29 @@ ApiVersions exchange: brokers of one cluster speak the versions this code base p
 ``inter.broker.protocol.version``). Every read is bounded: the response frame by
 ``response_bytes_max`` (checked before allocating), the wait by ``timeout_s``. Any failure closes
 the connection and raises ``InterBrokerError``; the next ``request`` reconnects.
+
+Security (issue 17): every connection of the process goes to the other brokers' inter-broker
+listener (``inter.broker.listener.name``), so its TLS context and SASL credentials are set once
+per broker process with ``configure_security`` (before any connection opens): TLS when the
+listener is SSL/SASL_SSL, then the SASL exchange (``sasl.mechanism.inter.broker.protocol`` with the
+listener's JAAS ``username``/``password``) before the first request. A refused login is an
+``InterBrokerError`` like any other failure.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
+from dataclasses import dataclass
 
+from typing import Callable
+
+from broker.security.sasl_client import SaslAuthenticationError
 from broker.wire import WireError, decode_response, encode_request, with_size_prefix
 
-__all__ = ["InterBrokerConnection", "InterBrokerError", "RESPONSE_BYTES_MAX"]
+__all__ = ["InterBrokerConnection", "InterBrokerError", "RESPONSE_BYTES_MAX", "InterBrokerSecurity",
+           "configure_security"]
 
 _SIZE = struct.Struct(">i")
 RESPONSE_BYTES_MAX = 128 * 1024 * 1024  # above a fetch response of replica.fetch.response.max.bytes
@@ -26,6 +39,24 @@ RESPONSE_BYTES_MAX = 128 * 1024 * 1024  # above a fetch response of replica.fetc
 
 class InterBrokerError(Exception):
     """The request could not be completed (connect, send, timeout, or a malformed answer)."""
+
+
+@dataclass(frozen=True)
+class InterBrokerSecurity:
+    ssl_context: ssl.SSLContext | None = None
+    sasl: Callable[[], object] | None = None  # a new broker.security.sasl_client.SaslClient per connection
+
+    def __repr__(self) -> str:
+        return f"InterBrokerSecurity(tls={self.ssl_context is not None}, sasl={self.sasl is not None})"
+
+
+_SECURITY = InterBrokerSecurity()
+
+
+def configure_security(security: InterBrokerSecurity) -> None:
+    """How this process's brokers reach each other (set by ``Broker`` at start)."""
+    global _SECURITY
+    _SECURITY = security
 
 
 class InterBrokerConnection:
@@ -49,17 +80,8 @@ class InterBrokerConnection:
         try:
             async with asyncio.timeout(timeout):
                 if self._writer is None:
-                    self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-                self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
-                correlation_id = self._correlation_id
-                frame = encode_request(api_key, api_version, correlation_id, self._client_id, body)
-                self._writer.write(with_size_prefix(frame))
-                await self._writer.drain()
-                size = _SIZE.unpack(await self._reader.readexactly(4))[0]
-                if not 4 <= size <= self._response_bytes_max:
-                    raise InterBrokerError(f"{self.address}: response of {size} bytes is outside "
-                                           f"4..{self._response_bytes_max}")
-                data = await self._reader.readexactly(size)
+                    await self._connect()
+                correlation_id, data = await self._round_trip(api_key, api_version, body)
         except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
             await self.close()
             raise InterBrokerError(f"{self.address}: {type(exc).__name__}: {exc}") from None
@@ -67,12 +89,44 @@ class InterBrokerConnection:
             await self.close()
             raise
         try:
+            return self._decode(api_key, api_version, correlation_id, data)
+        except InterBrokerError:
+            await self.close()
+            raise
+
+    async def _connect(self) -> None:
+        security = _SECURITY
+        context = security.ssl_context
+        self._reader, self._writer = await asyncio.open_connection(
+            self.host, self.port, ssl=context, server_hostname=self.host if context else None)
+        if security.sasl is not None:
+            async def request(api_key, version, body):
+                correlation_id, data = await self._round_trip(api_key, version, body)
+                return self._decode(api_key, version, correlation_id, data)
+
+            try:
+                await security.sasl().exchange_async(request)
+            except SaslAuthenticationError as exc:
+                raise InterBrokerError(f"{self.address}: SASL authentication failed: {exc}") from None
+
+    async def _round_trip(self, api_key: int, api_version: int, body) -> tuple[int, bytes]:
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        correlation_id = self._correlation_id
+        frame = encode_request(api_key, api_version, correlation_id, self._client_id, body)
+        self._writer.write(with_size_prefix(frame))
+        await self._writer.drain()
+        size = _SIZE.unpack(await self._reader.readexactly(4))[0]
+        if not 4 <= size <= self._response_bytes_max:
+            raise InterBrokerError(f"{self.address}: response of {size} bytes is outside "
+                                   f"4..{self._response_bytes_max}")
+        return correlation_id, await self._reader.readexactly(size)
+
+    def _decode(self, api_key: int, api_version: int, correlation_id: int, data: bytes):
+        try:
             answered, response = decode_response(api_key, api_version, data)
         except WireError as exc:
-            await self.close()
             raise InterBrokerError(f"{self.address}: malformed response: {exc}") from None
         if answered != correlation_id:
-            await self.close()
             raise InterBrokerError(f"{self.address}: correlation id {answered}, expected {correlation_id}")
         return response
 

@@ -131,8 +131,11 @@ def _listener(name: str, protocol: str, props, get, mechanisms: tuple[str, ...])
         client_auth = (scoped("ssl.client.auth", "none") or "none").lower()
         if client_auth not in CLIENT_AUTH:
             raise ValueError(f"ssl.client.auth={client_auth} must be one of {', '.join(CLIENT_AUTH)}")
+        identification = props.get(prefix + "ssl.endpoint.identification.algorithm",
+                                   props.get("ssl.endpoint.identification.algorithm", "https"))
         ssl = SslSettings(scoped("ssl.keystore.location"), scoped("ssl.keystore.password"),
-                          scoped("ssl.key.password"), scoped("ssl.truststore.location"), client_auth)
+                          scoped("ssl.key.password"), scoped("ssl.truststore.location"), client_auth,
+                          str(identification).strip().lower())
         if not ssl.keystore_location:
             raise ValueError(f"listener {name} ({protocol}) needs ssl.keystore.location")
     listener_mechanisms = mechanisms

@@ -1,0 +1,248 @@
+"""Listeners, TLS and SASL (issue 17 part 1) against real broker processes and real clients.
+
+One two-broker cluster for the module. Each broker has three listeners: PLAINTEXT (the fixtures'
+readiness probe), SASL_SSL (clients; also ``inter.broker.listener.name``, so replication and the
+controller's requests run over TLS + SASL/PLAIN as the broker's admin user) and SSL with
+``ssl.client.auth=required``. SCRAM users are added the way operators add them, through
+AlterUserScramCredentials (confluent-kafka's admin, logged in as the JAAS admin over PLAIN).
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from broker.tools.certs import make_ca, make_certificate
+from broker.tools.zookeeper import reserve_free_port
+from broker.wire import decode_response, encode_request
+from conftest import BrokerProcess, wait_for_controller
+
+pytestmark = pytest.mark.integration
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient, NewTopic, UserScramCredentialUpsertion, ScramCredentialInfo, ScramMechanism  # noqa: E402
+
+ADMIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'username="admin" password="admin-secret" user_admin="admin-secret";')
+AUTH_TIMEOUT_MS = 1500  # authentication.timeout.ms: the slowloris test waits this long
+
+
+class SecureCluster:
+    def __init__(self, root: Path, zk_connect: str) -> None:
+        self.certs = root / "certs"
+        make_ca(self.certs)
+        self.broker_pem = make_certificate(self.certs, "broker", "/CN=localhost/O=pylog")
+        self.client_pem = make_certificate(self.certs, "client", "/CN=alice/OU=eng/O=pylog", hosts=())
+        other = root / "other-ca"
+        make_ca(other, "/CN=other-ca")
+        self.untrusted_pem = make_certificate(other, "mallory", "/CN=mallory", hosts=())
+        self.ca = str(self.certs / "ca.pem")
+        self.brokers: list[BrokerProcess] = []
+        self.sasl_ports: list[int] = []
+        self.ssl_ports: list[int] = []
+        for broker_id in (1, 2):
+            directory = root / f"broker-{broker_id}"
+            directory.mkdir()
+            plain, sasl, tls = reserve_free_port(), reserve_free_port(), reserve_free_port()
+            props = {
+                "broker.id": str(broker_id),
+                "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{sasl},SSL://127.0.0.1:{tls}",
+                "inter.broker.listener.name": "SASL_SSL",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                "listener.name.sasl_ssl.plain.sasl.jaas.config": ADMIN_JAAS,
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(self.broker_pem),
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": self.ca,
+                "listener.name.ssl.ssl.client.auth": "required",
+                "authentication.timeout.ms": str(AUTH_TIMEOUT_MS),
+                "log.dirs": str(directory / "data"),
+                "zookeeper.connect": zk_connect,
+                "zookeeper.session.timeout.ms": "4000",
+                "offsets.topic.replication.factor": "2",
+                "offsets.topic.num.partitions": "2",
+                "group.initial.rebalance.delay.ms": "0",
+                "controlled.shutdown.enable": "false",  # the last broker would retry for 20 s
+            }
+            config = directory / "server.properties"
+            config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+            self.brokers.append(BrokerProcess(broker_id, plain, config, directory / "broker.log", directory / "data"))
+            self.sasl_ports.append(sasl)
+            self.ssl_ports.append(tls)
+        for broker in self.brokers:
+            broker.start()
+        wait_for_controller(self.brokers)
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for p in self.sasl_ports)
+
+    def confluent(self, user: str = "admin", password: str = "admin-secret", mechanism: str = "PLAIN", **extra):
+        return {"bootstrap.servers": self.sasl_bootstrap, "security.protocol": "SASL_SSL",
+                "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password,
+                "ssl.ca.location": self.ca, **extra}
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            broker.stop()
+
+
+@pytest.fixture(scope="module")
+def secure(zookeeper, tmp_path_factory):
+    root = tmp_path_factory.mktemp("secure")
+    cluster = SecureCluster(root, f"{zookeeper.connect_string}/pylog-secure-{uuid.uuid4().hex[:8]}")
+    try:
+        admin = AdminClient(cluster.confluent())
+        upserts = [UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                                b"alice-secret"),
+                   UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                                b"bob-secret")]
+        for future in admin.alter_user_scram_credentials(upserts, request_timeout=30).values():
+            future.result()
+        topic = "secure-" + uuid.uuid4().hex[:6]
+        admin.create_topics([NewTopic(topic, 2, 2)], request_timeout=30)[topic].result()
+        cluster.topic = topic
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+# ------------------------------------------------------------------------------- raw protocol
+
+def _connect(port: int, tls: bool = True, cert: Path | None = None, ca: str | None = None) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    if not tls:
+        return sock
+    context = ssl.create_default_context(cafile=ca)
+    if cert is not None:
+        context.load_cert_chain(str(cert))
+    return context.wrap_socket(sock, server_hostname="localhost")
+
+
+def _request(sock: socket.socket, api_key: int, version: int, body: dict, correlation_id: int = 7):
+    frame = encode_request(api_key, version, correlation_id, "security-test", body)
+    sock.sendall(struct.pack(">i", len(frame)) + frame)
+    size = struct.unpack(">i", _read(sock, 4))[0]
+    return decode_response(api_key, version, _read(sock, size))[1]
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed by the broker")
+        data += chunk
+    return data
+
+
+def _closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except (ConnectionError, ssl.SSLError):
+        return True
+
+
+# ------------------------------------------------------------------------------------- tests
+
+def test_confluent_scram_sha256_produce_consume_over_sasl_ssl(secure):
+    """alice (SCRAM-SHA-256, added through AlterUserScramCredentials) produces acks=all to an RF-2
+    topic, whose replication runs over the SASL_SSL inter-broker listener, and reads it back."""
+    config = secure.confluent("alice", "alice-secret", "SCRAM-SHA-256")
+    producer = confluent_kafka.Producer({**config, "acks": "all"})
+    for i in range(20):
+        producer.produce(secure.topic, value=b"v%d" % i, key=b"k%d" % i)
+    assert producer.flush(30) == 0
+    consumer = confluent_kafka.Consumer({**config, "group.id": "g-" + uuid.uuid4().hex[:6],
+                                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([secure.topic])
+    seen, deadline = set(), time.monotonic() + 30
+    while len(seen) < 20 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.add(message.value())
+    consumer.close()
+    assert seen == {b"v%d" % i for i in range(20)}
+    admin = AdminClient(secure.confluent())
+    described = admin.describe_user_scram_credentials(["alice", "bob"])
+    infos = {user: [(c.mechanism, c.iterations) for c in f.result().scram_credential_infos]
+             for user, f in described.items()}
+    assert infos == {"alice": [(ScramMechanism.SCRAM_SHA_256, 4096)], "bob": [(ScramMechanism.SCRAM_SHA_512, 8192)]}
+
+
+def test_kafka_python_scram_sha512(secure):
+    kafka = pytest.importorskip("kafka")
+    settings = dict(bootstrap_servers=secure.sasl_bootstrap, security_protocol="SASL_SSL",
+                    sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="bob", sasl_plain_password="bob-secret",
+                    ssl_cafile=secure.ca)
+    producer = kafka.KafkaProducer(acks="all", **settings)
+    producer.send(secure.topic, b"from-kafka-python", partition=0).get(timeout=30)
+    producer.close()
+    consumer = kafka.KafkaConsumer(**settings, auto_offset_reset="earliest", consumer_timeout_ms=5000)
+    consumer.assign([kafka.TopicPartition(secure.topic, 0)])
+    assert b"from-kafka-python" in {m.value for m in consumer}
+    consumer.close()
+
+
+@pytest.mark.parametrize("user, password, mechanism", [
+    ("alice", "alice-guess", "SCRAM-SHA-256"),
+    ("nobody", "nobody-guess", "SCRAM-SHA-256"),
+    ("admin", "admin-guess", "PLAIN"),
+])
+def test_failed_login_is_sasl_authentication_failed_then_closed(secure, user, password, mechanism):
+    from broker.security.sasl_client import SaslAuthenticationError, SaslClient
+    with _connect(secure.sasl_ports[0], ca=secure.ca) as sock:
+        with pytest.raises(SaslAuthenticationError) as failed:
+            SaslClient(mechanism, user, password).exchange(lambda k, v, b: _request(sock, k, v, b), 2)
+        assert failed.value.error_code == 58  # SASL_AUTHENTICATION_FAILED
+        assert "password" not in str(failed.value).lower() or "username or password" in str(failed.value)
+        assert _closed(sock)
+    log = secure.brokers[0].log_path.read_text()
+    assert "alice-secret" not in log and "admin-secret" not in log and password not in log
+
+
+def test_refusals_leave_other_clients_unaffected(secure):
+    # an unsupported mechanism: UNSUPPORTED_SASL_MECHANISM (33) with the enabled list, then closed
+    with _connect(secure.sasl_ports[0], ca=secure.ca) as sock:
+        answer = _request(sock, 17, 1, {"mechanism": "GSSAPI"})
+        assert (answer.error_code, answer.mechanisms) == (33, ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+        assert _closed(sock)
+    # a request before authentication: the connection is closed without an answer
+    with _connect(secure.sasl_ports[0], ca=secure.ca) as sock:
+        assert _request(sock, 18, 0, {}).error_code == 0  # ApiVersions is allowed first
+        frame = encode_request(3, 1, 8, "early", {"topics": []})
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        assert _closed(sock)
+    # a plaintext client on a TLS port, a TLS client on the plaintext port
+    with _connect(secure.sasl_ports[0], tls=False) as sock:
+        frame = encode_request(18, 0, 1, "plain", {})
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        assert _closed(sock)
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+        _connect(secure.brokers[0].port, ca=secure.ca)
+    # an untrusted client certificate on the client-auth listener; no certificate at all
+    for cert in (secure.untrusted_pem, None):
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            sock = _connect(secure.ssl_ports[0], cert=cert, ca=secure.ca)
+            _request(sock, 18, 0, {})  # TLS 1.3: the refusal arrives with the first read
+    # a trusted client certificate works on that listener
+    with _connect(secure.ssl_ports[0], cert=secure.client_pem, ca=secure.ca) as sock:
+        assert _request(sock, 18, 0, {}).error_code == 0
+    # a server certificate the client does not trust
+    with pytest.raises(ssl.SSLCertVerificationError):
+        _connect(secure.sasl_ports[0], ca=str(secure.untrusted_pem))
+    # slowloris: TLS done, no SASL exchange: closed after authentication.timeout.ms
+    with _connect(secure.sasl_ports[0], ca=secure.ca) as sock:
+        started = time.monotonic()
+        assert _closed(sock)
+        assert AUTH_TIMEOUT_MS / 1000 * 0.8 <= time.monotonic() - started < AUTH_TIMEOUT_MS / 1000 + 5
+    # and a good client is still served
+    producer = confluent_kafka.Producer(secure.confluent("alice", "alice-secret", "SCRAM-SHA-256"))
+    producer.produce(secure.topic, b"after-refusals")
+    assert producer.flush(30) == 0
