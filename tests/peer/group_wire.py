@@ -23,7 +23,7 @@ __all__ = ["VERSIONS", "SESSION_TIMEOUT_MS", "REBALANCE_TIMEOUT_MS", "GroupWire"
 # by test_peer_group_wire.py), the ones Kafka's Java client sends to a classic group.
 VERSIONS = {
     ApiKey.JOIN_GROUP: 9, ApiKey.SYNC_GROUP: 5, ApiKey.HEARTBEAT: 4, ApiKey.LEAVE_GROUP: 5,
-    ApiKey.OFFSET_COMMIT: 9, ApiKey.OFFSET_FETCH: 9, ApiKey.DESCRIBE_GROUPS: 5, ApiKey.LIST_GROUPS: 5,
+    ApiKey.OFFSET_COMMIT: 9, ApiKey.OFFSET_FETCH: 9, ApiKey.DESCRIBE_GROUPS: 6, ApiKey.LIST_GROUPS: 5,
     ApiKey.DELETE_GROUPS: 2, ApiKey.OFFSET_DELETE: 0,
 }
 SESSION_TIMEOUT_MS = 6_000  # Kafka's group.min.session.timeout.ms, the shortest allowed

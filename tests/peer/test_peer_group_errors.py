@@ -42,10 +42,9 @@ GROUP_API_RANGES = {  # what Apache Kafka 4.1 advertises for the classic group p
     ApiKey.DESCRIBE_GROUPS: (0, 6), ApiKey.DELETE_GROUPS: (0, 2),
 }
 # Named: versions pylog's codec does not speak yet, so it does not advertise them; every client
-# negotiates the highest version in both ranges, so they are never sent to pylog. DescribeGroups
-# v6 answers an unknown group GROUP_ID_NOT_FOUND with an error message (KIP-1043); FindCoordinator
+# negotiates the highest version in both ranges, so they are never sent to pylog. FindCoordinator
 # v5 may answer TRANSACTION_ABORTABLE (KIP-890) and v6 adds the share-group key type (KIP-932).
-PYLOG_RANGES = {**GROUP_API_RANGES, ApiKey.DESCRIBE_GROUPS: (0, 5), ApiKey.FIND_COORDINATOR: (0, 4)}
+PYLOG_RANGES = {**GROUP_API_RANGES, ApiKey.FIND_COORDINATOR: (0, 4)}
 
 
 def test_group_api_versions(group_peer):
@@ -254,10 +253,14 @@ def test_member_client_host_as_java_prints_it(wire, topic):
 
 
 def test_describe_unknown_group_is_dead(wire):
+    """An unknown group (the empty id too: it is routed, not refused) is Dead without error up to
+    v5; v6 (KIP-1043) answers GROUP_ID_NOT_FOUND with a message."""
     group = new_group(wire, "describe-dead")
-    [dead] = wire.describe([group])
-    assert (error_name(dead.error_code), dead.group_state, dead.protocol_type, dead.protocol_data,
-            dead.members) == ("NONE", "Dead", "", "", [])
+    for version, outcome in [(5, ("NONE", None)), (6, ("GROUP_ID_NOT_FOUND", f"Group {group} not found."))]:
+        [dead, empty] = wire.call(ApiKey.DESCRIBE_GROUPS, {"groups": [group, ""]}, version).groups
+        assert (error_name(dead.error_code), dead.error_message, dead.group_state, dead.protocol_type,
+                dead.protocol_data, dead.members) == (*outcome, "Dead", "", "", [])
+        assert (error_name(empty.error_code), empty.group_state) == (outcome[0], "Dead")
 
 
 def test_list_groups_with_states(wire, topic):

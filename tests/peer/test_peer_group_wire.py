@@ -91,6 +91,8 @@ def test_kafka_parses_every_shared_version_of_every_group_api(kafka_peer):
     assert seen[("Heartbeat", 4)].error_code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.GROUP_ID_NOT_FOUND)
     described = seen[("DescribeGroups", 5)].groups[0]
     assert (described.group_state, described.members) == ("Dead", [])
+    described = seen[("DescribeGroups", 6)].groups[0]  # KIP-1043
+    assert (described.error_code, described.group_state) == (ErrorCode.GROUP_ID_NOT_FOUND, "Dead")
     assert seen[("DeleteGroups", 2)].results[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND
     fetched = seen[("OffsetFetch", 9)].groups[0]
     assert fetched.error_code == ErrorCode.NONE

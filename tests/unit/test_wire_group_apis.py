@@ -55,7 +55,7 @@ GROUP_APIS = {
     ApiKey.OFFSET_FETCH: ("0-9", kp_group.OffsetFetchRequest, kp_group.OffsetFetchResponse),
     ApiKey.OFFSET_DELETE: ("0-0", kp_group.OffsetDeleteRequest, kp_group.OffsetDeleteResponse),
     ApiKey.LIST_GROUPS: ("0-5", KpListGroupsRequest, KpListGroupsResponse),
-    ApiKey.DESCRIBE_GROUPS: ("0-5", KpDescribeGroupsRequest, KpDescribeGroupsResponse),
+    ApiKey.DESCRIBE_GROUPS: ("0-6", KpDescribeGroupsRequest, KpDescribeGroupsResponse),
     ApiKey.DELETE_GROUPS: ("0-2", KpDeleteGroupsRequest, KpDeleteGroupsResponse),
 }
 
@@ -71,12 +71,11 @@ def test_versions_and_names_are_kafkas():
 
 
 def test_group_apis_are_advertised_at_kafka_41s_classic_versions():
-    """Apache Kafka 4.1's advertised ranges (tests/peer/test_peer_metadata.py compares them), less
-    DescribeGroups v6, which the codec does not parse yet."""
+    """Apache Kafka 4.1's advertised ranges (tests/peer/test_peer_metadata.py compares them)."""
     assert {key: SUPPORTED_API_VERSIONS[key] for key in GROUP_APIS} == {
         ApiKey.JOIN_GROUP: (0, 9), ApiKey.SYNC_GROUP: (0, 5), ApiKey.HEARTBEAT: (0, 4),
         ApiKey.LEAVE_GROUP: (0, 5), ApiKey.OFFSET_COMMIT: (2, 9), ApiKey.OFFSET_FETCH: (1, 9),
-        ApiKey.OFFSET_DELETE: (0, 0), ApiKey.LIST_GROUPS: (0, 5), ApiKey.DESCRIBE_GROUPS: (0, 5),
+        ApiKey.OFFSET_DELETE: (0, 0), ApiKey.LIST_GROUPS: (0, 5), ApiKey.DESCRIBE_GROUPS: (0, 6),
         ApiKey.DELETE_GROUPS: (0, 2)}
 
 

@@ -19,7 +19,6 @@ __all__ = ["listed_groups", "describe_group", "delete_group", "GROUP_TYPE_CLASSI
 S = GroupState
 GROUP_ID_NOT_FOUND = 69
 NON_EMPTY_GROUP = 68
-INVALID_GROUP_ID = 24
 GROUP_TYPE_CLASSIC = "classic"
 
 
@@ -40,13 +39,16 @@ def listed_groups(shard, states_filter: list[str], types_filter: list[str]) -> l
     return out
 
 
-def describe_group(shard, group_id: str):
+def describe_group(shard, group_id: str, version: int):
+    """A group this shard does not have is Dead: without error up to v5, GROUP_ID_NOT_FOUND with
+    Kafka's message from v6 (KIP-1043), so an admin client can tell "no such group" apart."""
     described = DescribeGroupsResponse.DescribedGroup
     member_cls = DescribeGroupsResponse.DescribedGroupMember
-    if not group_id:
-        return described(error_code=INVALID_GROUP_ID, group_id=group_id)
     group = shard.groups.get(group_id)
-    if group is None:
+    if group is None or group.in_state(S.DEAD):
+        if version >= 6:
+            return described(error_code=GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found.",
+                             group_id=group_id, group_state=S.DEAD.value)
         return described(error_code=0, group_id=group_id, group_state=S.DEAD.value)
     stable = group.in_state(S.STABLE)
     return described(

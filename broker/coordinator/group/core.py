@@ -127,7 +127,7 @@ class GroupCoordinatorCore:
             return [Reply(token, self._list_groups(api_version, request))]
         if api_key == rsp.DESCRIBE_GROUPS:
             return [Reply(token, DescribeGroupsResponse(groups=[
-                self._describe(group_id) for group_id in request.groups]))]
+                self._describe(group_id, api_version) for group_id in request.groups]))]
         if api_key == rsp.DELETE_GROUPS:
             return self._delete_groups(token, request)
         raise AssertionError(f"api key {api_key} is not a group coordinator API")
@@ -208,13 +208,13 @@ class GroupCoordinatorCore:
         code = COORDINATOR_LOAD_IN_PROGRESS if self._loading else 0
         return ListGroupsResponse(error_code=code, groups=groups)
 
-    def _describe(self, group_id: str):
-        if not group_id:
-            return admin.describe_group(None, group_id)
+    def _describe(self, group_id: str, version: int):
+        """One group's entry. An empty group id is routed like any other (Kafka: a Dead group,
+        GROUP_ID_NOT_FOUND from v6), not refused INVALID_GROUP_ID as the group APIs do."""
         shard, code = self._route(group_id)
         if shard is None:
             return DescribeGroupsResponse.DescribedGroup(error_code=code, group_id=group_id)
-        return admin.describe_group(shard, group_id)
+        return admin.describe_group(shard, group_id, version)
 
     def _delete_groups(self, token, request) -> list:
         names = list(request.groups_names)

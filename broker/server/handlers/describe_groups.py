@@ -1,4 +1,4 @@
-"""DescribeGroups (key 15), v0-5: state, protocol and members (client id and host, metadata and
+"""DescribeGroups (key 15), v0-6: state, protocol and members (client id and host, metadata and
 assignment bytes) of each group named; a group this broker does not coordinate answers
 NOT_COORDINATOR (16) in its own entry. Decided by the group coordinator core."""
 

@@ -2,8 +2,9 @@
 bytes) of classic groups.
 
 v1 ThrottleTimeMs, v3 IncludeAuthorizedOperations/AuthorizedOperations (KIP-430), v4
-GroupInstanceId per member (KIP-345), v5 flexible. (Kafka 4.1 adds v6, an ErrorMessage per
-group; this spec is v0-5.)
+GroupInstanceId per member (KIP-345), v5 flexible, v6 an ErrorMessage per group, and an unknown
+group is GROUP_ID_NOT_FOUND instead of a Dead group without error (KIP-1043; what Kafka 4.1
+advertises).
 """
 
 from broker.wire.api import api
@@ -14,7 +15,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka's "not computed" (INT32_MIN)
 DESCRIBE_GROUPS = api(
     15,
     "DescribeGroups",
-    valid="0-5",
+    valid="0-6",
     flexible="5+",
     request=[
         field("groups", array(STRING), "0+"),
@@ -25,6 +26,7 @@ DESCRIBE_GROUPS = api(
         field("groups", array(struct(
             "DescribedGroup",
             field("error_code", INT16, "0+"),
+            field("error_message", STRING, "6+", nullable="6+", default=None),
             field("group_id", STRING, "0+"),
             field("group_state", STRING, "0+"),
             field("protocol_type", STRING, "0+"),
