@@ -14,12 +14,13 @@ import pytest
 from broker.cluster.layout import PartitionState
 from broker.coordinator.group.core import Append, Reply
 from broker.coordinator.group.shard import TxnMarker, TxnRecord
-from broker.log import LogConfig, LogManager
+from broker.log import LogConfig, LogError, LogManager
 from broker.records import (
     Compression, ControlRecord, ControlType, CorruptRecordError, Record, encode_batch, encode_control_batch,
 )
 from broker.replica.manager import ReplicaManager, ReplicaSettings
 from broker.replica.purgatory import Purgatory
+from broker.server.coordinator_runtime import LoadRetry
 from broker.server.group_coordinator import GroupCoordinatorService, GroupServiceSettings, decode_records
 from broker.wire import ErrorCode
 
@@ -98,7 +99,8 @@ class World:
         self.core = FakeCore()
         self.service = GroupCoordinatorService(self.core, self.replicas,
                                                GroupServiceSettings(commit_timeout_ms=timeout_ms,
-                                                                    load_buffer_bytes=300), self.clock)
+                                                                    load_buffer_bytes=300,
+                                                                    load_retry=LoadRetry(5, 20)), self.clock)
         self.replicas.add_leadership_listener(self.service.on_leadership_change)
         self.controller_epoch = 1
 
@@ -164,6 +166,41 @@ def test_a_led_partition_is_loaded_from_its_log_and_requests_are_answered(tmp_pa
             # (the marker comes last, as (None, TxnMarker): it ends producer 7's pending offsets)
             assert world.core.of("load")[1] == (3, [kv(i) for i in range(30)] + [(None, TxnMarker(7, True))])
             assert world.service.statistics().loaded == {3}
+
+    Test.world = world
+    run(Test)
+
+
+def test_a_failed_load_read_is_retried_until_it_succeeds(tmp_path):
+    """A read that fails while loading (a segment swapped or an I/O error: LogError; a batch
+    that does not decode: RecordsError) is retried with a backoff; the partition is not left
+    loading forever, and the core gets every record once."""
+    world = World(tmp_path)
+
+    class Test:
+        service = world.service
+
+        @staticmethod
+        async def body():
+            world.lead(0, 1, 0)
+            await until(lambda: world.core.of("load"))
+            for n in range(3):
+                assert await world.service.handle(8, 8, ("write", 0, [kv(n)]), "c", "h") == ("written", 0)
+            log = world.replicas.get(OFFSETS, 0).log
+            reads, failures = log.read, []
+
+            def failing_read(*args, **kwargs):
+                if len(failures) < 3:  # the first three reads fail, two kinds of failure
+                    failures.append(args[0])
+                    raise (LogError if len(failures) % 2 else CorruptRecordError)("injected")
+                return reads(*args, **kwargs)
+
+            log.read = failing_read
+            world.lead(0, 2, 1, replicas=(1, 2))
+            world.lead(0, 1, 2, replicas=(1, 2), isr=(1,))
+            await until(lambda: len(world.core.of("load")) == 2)
+            assert len(failures) == 3 and world.core.of("load")[1] == (0, [kv(n) for n in range(3)])
+            assert world.service.statistics().loaded == {0} and not world.service.statistics().loading
 
     Test.world = world
     run(Test)
