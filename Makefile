@@ -78,8 +78,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[spark,test]'
 	@rm -f $(VENV)/.installed-*; touch $@
 
+# --durations: the CI log names the slowest tests; tests/conftest.py adds each tier's wall time.
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=25 $(PYTEST_ARGS)
 
 test-unit: python-packages
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

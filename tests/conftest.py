@@ -11,3 +11,45 @@ from hypothesis import settings
 
 settings.register_profile("pylog", deadline=None)
 settings.load_profile("pylog")
+
+
+# ------------------------------------------------------------------ where the test run's time goes
+#
+# CI runs every tier in one `make test` on two cores under a ~25 minute budget, and the tiers grow
+# from several issues at once. The summary at the end of a run says how long each tier took, so a
+# tier that outgrows its share shows in the CI log of the commit that made it grow, not weeks later.
+# Over budget is a warning, not a failure: a loaded machine must not turn a green run red.
+
+# Each tier's share of the run, in seconds of CI wall time on 2 cores (docs/architecture.md, "Tests in
+# tiers").
+TIER_BUDGETS_S = {
+    "peer": 240.0,
+}
+_tier_spans: dict[str, list[float]] = {}  # tier -> [first start, last stop, summed test seconds, tests]
+
+
+def _tier_of(nodeid: str) -> str:
+    parts = nodeid.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0].split("::")[0]
+
+
+def pytest_runtest_logreport(report):
+    span = _tier_spans.setdefault(_tier_of(report.nodeid), [report.start, report.stop, 0.0, 0])
+    span[0], span[1] = min(span[0], report.start), max(span[1], report.stop)
+    span[2] += report.duration
+    span[3] += report.when == "call"
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Per tier: wall time from its first test's start to its last test's end, and the summed
+    time of its tests (the two differ when tiers interleave or run in parallel workers)."""
+    if not _tier_spans:
+        return
+    terminalreporter.section("time per tier")
+    for tier, (start, stop, summed, tests) in sorted(_tier_spans.items(), key=lambda item: item[1][0]):
+        budget = TIER_BUDGETS_S.get(tier)
+        line = f"{tier:<12} {stop - start:7.1f} s wall {summed:7.1f} s in tests  {tests:5d} tests"
+        terminalreporter.write_line(line + (f"  (budget {budget:.0f} s)" if budget else ""))
+        if budget and stop - start > budget:
+            terminalreporter.write_line(f"WARNING: tier {tier} took {stop - start:.0f} s, over its budget of "
+                                        f"{budget:.0f} s: see --durations above", yellow=True, bold=True)
