@@ -52,6 +52,8 @@ from broker.cluster.zk import KafkaZkClient
 from broker.controller import ControllerSettings
 from broker.coordinator.group.core import GroupCoordinatorCore
 from broker.coordinator.txn.core import TxnCoordinatorCore
+from broker.auth.authorizer import Authorizer
+from broker.auth.zk_store import AclSync, AclZkStore
 from broker.log import LogManager, wall_clock_ms
 from broker.log.cleaner.cleaning_pass import CleanerSettings
 from broker.metrics.service import MetricsService
@@ -112,6 +114,7 @@ class Broker:
         self.isr_writer: IsrWriter | None = None
         self.groups: GroupCoordinatorService | None = None
         self.txn: TxnCoordinatorService | None = None
+        self.acl_sync: AclSync | None = None  # when authorizer.class.name is set (broker/auth)
         self.configs: ConfigChangeService | None = None  # dynamic configs (issue 18)
         self.metrics: MetricsService | None = None  # metrics.port != 0 (broker/metrics)
         self.isr_changes = {"shrinks": 0, "expands": 0}
@@ -240,6 +243,8 @@ class Broker:
         if levels.cluster_default or levels.per_broker:
             await self._on_broker_config(levels)
         await asyncio.to_thread(self.configs.start_watches, loop)
+        if config.authorizer.enabled:
+            await self._start_authorizer(zk)
         await asyncio.to_thread(self.sync.start_watches, loop)
         await asyncio.to_thread(self.controller.start_watches, loop)
         self.context.credentials = CredentialStore(zk._zk)  # the broker's own session (a read per login)
@@ -284,6 +289,18 @@ class Broker:
         self.context.config = config
         self.log_manager.update_broker_config(config.log)
         self.replicas.update_min_insync_replicas(config.min_insync_replicas)
+
+    async def _start_authorizer(self, zk: KafkaZkClient) -> None:
+        """Load the ACLs from ZooKeeper before the first request is served; from then on the
+        dispatcher authorizes every request (broker/server/request_auth.py) and ``acl_sync``
+        follows the change notifications."""
+        settings = self.config.authorizer
+        authorizer = Authorizer(settings.super_users, settings.allow_everyone_if_no_acl_found)
+        kazoo = zk._zk  # the broker's own ZooKeeper session
+        store = AclZkStore(kazoo, self._now_ms)
+        self.acl_sync = AclSync(store, authorizer, kazoo)
+        await self.acl_sync.start()
+        self.context.authorizer, self.context.acl_store = authorizer, store
 
     def _txn_coordinator(self, cache: MetadataCache, listener: str, producer_ids) -> TxnCoordinatorService:
         """The transaction coordinator with its marker sender (markers to this broker's own
@@ -345,6 +362,8 @@ class Broker:
                           group.create_task(self.txn.run(), name="txn-coordinator")]
             if self.config.log_cleaner_enable:
                 background.append(group.create_task(self.cleaner.run(), name="log-cleaner"))
+            if self.acl_sync is not None:
+                background.append(group.create_task(self.acl_sync.run(), name="acl-sync"))
             if self.metrics is not None:
                 background.append(group.create_task(self.metrics.run(), name="metrics"))
             stopping = group.create_task(stop.wait(), name="stop")

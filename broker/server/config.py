@@ -44,6 +44,7 @@ from typing import Callable, Mapping
 from broker.cluster.internal_topics import InternalTopicsConfig
 from broker.coordinator.group.core import GroupSettings
 from broker.coordinator.txn.core import TxnSettings
+from broker.auth.config import AuthorizerConfig, authorizer_from_properties
 from broker.log import LogConfig
 from broker.server.security_config import SecurityConfig, security_from_properties
 from broker.metrics.config import MetricsConfig
@@ -150,6 +151,7 @@ class BrokerConfig:
     transaction_partition_verification_enable: bool = True  # KIP-890 part 1
     # listeners' security protocols, TLS, SASL (broker/server/security_config.py): Kafka's names
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)  # ACLs (broker/auth/config.py)
     log: LogConfig = field(default_factory=LogConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)  # metrics.* (broker/metrics)
     unknown_keys: tuple[str, ...] = ()
@@ -267,6 +269,7 @@ class BrokerConfig:
                 "transaction.state.log.load.buffer.size", _positive_int, 5 * _MIB),
             transaction_partition_verification_enable=p.get(
                 "transaction.partition.verification.enable", _bool, True),
+            authorizer=authorizer_from_properties(p.get),
             log=_log_config(props),
             metrics=MetricsConfig(
                 port=p.get("metrics.port", lambda k, raw: _integer(k, raw, 0, 65535), 0),

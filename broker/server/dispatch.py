@@ -32,6 +32,7 @@ from broker.server.context import BrokerContext
 from broker.server.handlers import HANDLERS
 from broker.server.handlers.api_versions import unsupported_version_response
 from broker.server.network import CloseConnection
+from broker.server.request_auth import authorize_and_handle
 from broker.wire import (
     ApiKey,
     ErrorCode,
@@ -81,7 +82,10 @@ class Dispatcher:
         low, high = SERVED_API_VERSIONS[header.api_key]
         if low <= header.api_version <= high:
             started = perf_counter()
-            response = await module.handle(self._ctx, header, request)
+            if self._ctx.authorizer is None:
+                response = await module.handle(self._ctx, header, request)
+            else:  # Kafka's per-API authorization (broker/server/request_auth.py)
+                response = await authorize_and_handle(self._ctx, module, header, request)
             if self._observe is not None:
                 self._observe(header, request, response, perf_counter() - started)
         else:

@@ -177,6 +177,8 @@ def test_supported_versions_match_the_full_profile():
         42: (0, 2), 47: (0, 0),
         # transactions (issue 15; see test_server_txn_handlers.py for the differences from Kafka 4.1)
         24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (1, 1), 28: (0, 4), 61: (0, 0), 65: (0, 0), 66: (0, 1),
+        # ACL admin (issue 17 part 2; Kafka 4.1's versions)
+        29: (1, 3), 30: (1, 3), 31: (1, 3),
     }
 
 

@@ -14,9 +14,12 @@ from broker.server.handlers import (
     alter_configs,
     api_versions,
     controlled_shutdown,
+    create_acls,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_topics,
+    describe_acls,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -69,6 +72,7 @@ _MODULES: tuple[ModuleType, ...] = (
     write_txn_markers,  # partition leaders append the coordinator's markers
     describe_producers,  # a partition leader's producers and open transactions (KIP-664)
     txn_offset_commit,  # to the group coordinator (offsets pending until the transaction's marker)
+    create_acls, delete_acls, describe_acls,  # ACL admin (broker/auth; request_auth checks the cluster ops)
     # authentication: the SASL gate serves these before authentication; after it, ILLEGAL_SASL_STATE
     sasl_handshake, sasl_authenticate,
     describe_user_scram_credentials, alter_user_scram_credentials,  # SCRAM users in ZooKeeper

@@ -16,6 +16,17 @@ from enum import IntEnum
 from types import MappingProxyType
 
 from broker.wire.api import ApiSpec
+from broker.wire.apis.acls import (
+    CREATE_ACLS,
+    DELETE_ACLS,
+    DESCRIBE_ACLS,
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+)
 from broker.wire.apis.alter_configs import (
     ALTER_CONFIGS,
     INCREMENTAL_ALTER_CONFIGS,
@@ -184,6 +195,9 @@ __all__ = [
     "DescribeProducersRequest", "DescribeProducersResponse",
     "DescribeTransactionsRequest", "DescribeTransactionsResponse",
     "ListTransactionsRequest", "ListTransactionsResponse",
+    "CreateAclsRequest", "CreateAclsResponse",
+    "DeleteAclsRequest", "DeleteAclsResponse",
+    "DescribeAclsRequest", "DescribeAclsResponse",
     "SaslHandshakeRequest", "SaslHandshakeResponse",
     "SaslAuthenticateRequest", "SaslAuthenticateResponse",
     "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse",
@@ -225,6 +239,9 @@ class ApiKey(IntEnum):
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     SASL_AUTHENTICATE = 36
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DELETE_GROUPS = 42
@@ -249,6 +266,7 @@ _ALL = (
     LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE,
     ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT,
     DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS,
+    DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
     SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS,
     ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS,
 )
@@ -274,6 +292,10 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
+    # ACL admin (issue 17), Kafka 4.1's versions (v0 is gone, KIP-896).
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
     # Dynamic configs (issue 18), Kafka 4.1's versions.
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),

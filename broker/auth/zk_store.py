@@ -1,0 +1,239 @@
+"""ACLs in ZooKeeper (layout: ``zk_codec``), and the shell that keeps a broker's authorizer in
+step with them.
+
+``AclZkStore`` is blocking (kazoo): the broker calls it from worker threads, ``pylog acls`` directly.
+Writes are compare-and-set on the pattern znode's version (two admins adding ACLs to one topic at
+once both land), then a change notification. ``AclSync`` is the broker's watcher: it loads every
+ACL at start, then on each new notification re-reads only the patterns it names, builds a new
+immutable ``AclIndex`` and hands it to the ``Authorizer``; a ZooKeeper session that comes back
+after a loss triggers a full reload (notifications may have been missed and purged).
+Notifications older than ``ACL_CHANGE_EXPIRATION_MS`` (Kafka's 15 minutes) are deleted by the
+writer, so the change directories stay bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable, Iterable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch
+
+from broker.auth.acl import AclBinding, AclBindingFilter, PatternType, ResourcePattern
+from broker.auth.authorizer import AclIndex, Authorizer
+from broker.auth.zk_codec import (
+    ACL_ROOTS,
+    CHANGE_PATHS,
+    CHANGE_PREFIX,
+    change_path,
+    decode_acls,
+    decode_change,
+    encode_acls,
+    encode_change,
+    pattern_path,
+    type_from_path,
+)
+
+__all__ = ["AclZkStore", "AclSync", "ACL_CHANGE_EXPIRATION_MS"]
+
+log = logging.getLogger(__name__)
+
+ACL_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+_CAS_ATTEMPTS_MAX = 20
+
+
+class AclZkStore:
+    """Read and write ACLs where Kafka's ZooKeeper authorizer kept them (blocking)."""
+
+    def __init__(self, zk: KazooClient, now_ms: Callable[[], int]) -> None:
+        self._zk = zk
+        self._now_ms = now_ms
+
+    def ensure_paths(self) -> None:
+        for path in (*ACL_ROOTS.values(), *CHANGE_PATHS.values()):
+            self._zk.ensure_path(path)
+
+    def read_pattern(self, pattern: ResourcePattern):
+        """The pattern's entries and znode version (-1: no znode)."""
+        try:
+            data, stat = self._zk.get(pattern_path(pattern))
+        except NoNodeError:
+            return frozenset(), -1
+        return decode_acls(data), stat.version
+
+    def load_all(self) -> AclIndex:
+        by_pattern = {}
+        for pattern_type, root in ACL_ROOTS.items():
+            for type_name in self._children(root):
+                try:
+                    resource_type = type_from_path(type_name)
+                except ValueError:
+                    log.warning("ignoring %s/%s: not a resource type", root, type_name)
+                    continue
+                for name in self._children(f"{root}/{type_name}"):
+                    pattern = ResourcePattern(resource_type, name, pattern_type)
+                    try:
+                        by_pattern[pattern] = self.read_pattern(pattern)[0]
+                    except ValueError as exc:
+                        log.warning("ignoring malformed ACL znode %s: %s", pattern_path(pattern), exc)
+        return AclIndex(by_pattern)
+
+    def add(self, bindings: Iterable[AclBinding]) -> None:
+        by_pattern: dict[ResourcePattern, set] = {}
+        for binding in bindings:
+            by_pattern.setdefault(binding.pattern, set()).add(binding.entry)
+        for pattern, entries in by_pattern.items():
+            self._update(pattern, lambda current, new=entries: current | new)
+
+    def remove(self, acl_filter: AclBindingFilter, index: AclIndex | None = None) -> list[AclBinding]:
+        """Delete every stored ACL the filter matches; return them."""
+        index = self.load_all() if index is None else index
+        removed = []
+        patterns = {b.pattern for b in index.bindings(acl_filter)}
+        for pattern in patterns:
+            def without(current, pattern=pattern):
+                gone = {e for e in current if acl_filter.matches(AclBinding(pattern, e))}
+                removed.extend(AclBinding(pattern, e) for e in gone)
+                return current - gone
+            self._update(pattern, without)
+        return removed
+
+    def _update(self, pattern: ResourcePattern, change) -> None:
+        """Compare-and-set the pattern's znode to ``change(current)``; delete it when empty; then
+        notify every broker."""
+        path = pattern_path(pattern)
+        for _ in range(_CAS_ATTEMPTS_MAX):
+            current, version = self.read_pattern(pattern)
+            new = frozenset(change(current))
+            if new == current:
+                return
+            try:
+                if version < 0:
+                    self._zk.create(path, encode_acls(new), makepath=True)
+                elif not new:
+                    self._zk.delete(path, version=version)
+                else:
+                    self._zk.set(path, encode_acls(new), version=version)
+                break
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue  # someone else changed it: read again
+        else:
+            raise RuntimeError(f"{path} kept changing under us ({_CAS_ATTEMPTS_MAX} attempts)")
+        self._zk.create(change_path(pattern), encode_change(pattern), sequence=True, makepath=True)
+        self._purge_old_changes(pattern.pattern_type)
+
+    def _purge_old_changes(self, pattern_type: PatternType) -> None:
+        root = CHANGE_PATHS[pattern_type]
+        oldest_ms = self._now_ms() - ACL_CHANGE_EXPIRATION_MS
+        for child in self._children(root):
+            try:
+                _, stat = self._zk.get(f"{root}/{child}")
+                if stat.ctime < oldest_ms:
+                    self._zk.delete(f"{root}/{child}")
+            except NoNodeError:
+                pass
+
+    def changes_after(self, root: str, after: int) -> list[tuple[int, ResourcePattern]]:
+        """The notifications under ``root`` numbered above ``after``, oldest first."""
+        found = []
+        for child in self._children(root):
+            if not child.startswith(CHANGE_PREFIX) or not child[len(CHANGE_PREFIX):].isdigit():
+                continue
+            number = int(child[len(CHANGE_PREFIX):])
+            if number <= after:
+                continue
+            try:
+                data, _ = self._zk.get(f"{root}/{child}")
+                found.append((number, decode_change(root, data)))
+            except NoNodeError:
+                continue
+            except ValueError as exc:
+                log.warning("ignoring ACL change %s/%s: %s", root, child, exc)
+        return sorted(found, key=lambda item: item[0])
+
+    def last_change(self, root: str) -> int:
+        numbers = [int(c[len(CHANGE_PREFIX):]) for c in self._children(root)
+                   if c.startswith(CHANGE_PREFIX) and c[len(CHANGE_PREFIX):].isdigit()]
+        return max(numbers, default=-1)
+
+    def watch_changes(self, callback: Callable[[], None]) -> list[ChildrenWatch]:
+        return [ChildrenWatch(self._zk, root, lambda _children: callback()) for root in CHANGE_PATHS.values()]
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return sorted(self._zk.get_children(path))
+        except NoNodeError:
+            return []
+
+
+class AclSync:
+    """Keeps ``authorizer``'s index equal to ZooKeeper's ACLs (module doc). Run ``run()`` as
+    one of the broker's tasks after ``start()``; it ends when cancelled."""
+
+    def __init__(self, store: AclZkStore, authorizer: Authorizer, zk: KazooClient) -> None:
+        self._store = store
+        self._authorizer = authorizer
+        self._zk = zk
+        self._wake = asyncio.Event()
+        self._full_reload = False
+        self._seen = {root: -1 for root in CHANGE_PATHS.values()}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def start(self) -> None:
+        """Load every ACL before the broker answers its first request."""
+        self._loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self._store.ensure_paths)
+        await asyncio.to_thread(self._reload_all)
+        self._zk.add_listener(self._on_session_state)
+        await asyncio.to_thread(self._store.watch_changes, self._poke)
+
+    def _poke(self) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    def _on_session_state(self, state) -> None:
+        if str(state).upper().endswith("CONNECTED"):
+            self._full_reload = True
+            self._poke()
+
+    async def run(self) -> None:
+        """Until cancelled (broker shutdown): apply each batch of notifications."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await asyncio.to_thread(self._refresh)
+            except Exception:  # ZooKeeper trouble: keep the ACLs we have, read all next time
+                log.exception("refreshing ACLs from ZooKeeper failed; will reload on the next change")
+                self._full_reload = True
+
+    def _reload_all(self) -> None:
+        seen = {root: self._store.last_change(root) for root in self._seen}
+        self._apply(self._store.load_all())
+        self._seen = seen
+        self._full_reload = False
+
+    def _refresh(self) -> None:
+        if self._full_reload:
+            self._reload_all()
+            return
+        index = self._authorizer.index
+        changed = False
+        for root, after in self._seen.items():
+            for number, pattern in self._store.changes_after(root, after):
+                index = index.with_pattern(pattern, self._store.read_pattern(pattern)[0])
+                self._seen[root] = number
+                changed = True
+        if changed:
+            self._apply(index)
+
+    def _apply(self, index: AclIndex) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._authorizer.update, index)
+        else:
+            self._authorizer.update(index)
+        log.info("ACLs: %d on %d resource patterns", len(index), len(index.patterns()))
+
+
