@@ -45,7 +45,7 @@ class SimulationLog:
 class SimCoordinator:
     """One broker's core, from its load to its unload. The simulation provides
     ``deliver_reply(coordinator, reply)``, ``land_append(coordinator, append)``,
-    ``land_unacknowledged(records)``, ``violation``, ``rng``, ``sched`` and
+    ``land_unacknowledged(append)``, ``violation``, ``rng``, ``sched`` and
     ``settings.append_latency_ms``; a subclass names its core's ``REPLY`` and ``APPEND`` effect
     types, handles the other effects (``other_effect``) and may look at a tick's (``ticked``)."""
 
@@ -108,7 +108,7 @@ class SimCoordinator:
         if land_in_flight:
             for _, append in sorted(self.pending.items()):
                 if self.sim.rng.random() < 0.5:
-                    self.sim.land_unacknowledged(append.records)
+                    self.sim.land_unacknowledged(append)
         self.pending.clear()
         self.apply(self.core.unload_partition(0))
 

@@ -17,7 +17,11 @@ Invariants, checked as events happen and at the end:
   written generation;
 * a committed offset (its append acknowledged) never regresses, and survives every reload;
 * every request gets exactly one answer;
-* no core emits an Append after it unloaded the partition.
+* no core emits an Append after it unloaded the partition;
+* transactional offset commits (a model producer's TxnOffsetCommit, ``group_txn_client``) stay
+  pending, invisible, until their transaction's marker: a COMMIT materializes them, an ABORT drops
+  them, across reloads too; a loaded core's committed offsets of that group are always exactly
+  those of the committed transactions, and none is pending once every transaction ended.
 
 ``python -m broker.sim.groups --seed N [--seeds K] [--verbose]`` replays seeds.
 """
@@ -29,11 +33,13 @@ import sys
 from dataclasses import dataclass, field
 
 from broker.coordinator.group.core import Append, GroupCoordinatorCore, GroupSettings, Reply
+from broker.coordinator.group.shard import TxnMarker, TxnRecord
 from broker.coordinator.group.records import (
     GroupMetadataKey, OffsetCommitKey, decode_group_metadata_value, decode_key, decode_offset_commit_value,
 )
 from broker.sim.coordinator_driver import SimCoordinator, SimulationLog, seed_main
 from broker.sim.group_client import GROUP, JOIN, SYNC, TOPIC, GroupClient, decode_assignment
+from broker.sim.group_txn_client import TXN_GROUP, TxnCommitter
 from broker.sim.scheduler import Scheduler
 
 __all__ = ["GroupSimSettings", "GroupSimResult", "run_group_simulation"]
@@ -62,12 +68,14 @@ class GroupSimResult:
     generations: int
     commits_acked: int
     moves: int
+    transactions: dict = field(default_factory=dict)  # {True: committed, False: aborted}
     faults: list = field(default_factory=list)
     trace: list = field(default_factory=list)
 
     def summary(self) -> str:
         text = (f"seed {self.seed}: {'ok' if self.ok else 'FAILED'}, {self.generations} generations synced, "
-                f"{self.commits_acked} commits acknowledged, {self.moves} coordinator moves, "
+                f"{self.commits_acked} commits acknowledged, {self.transactions.get(True, 0)} offset "
+                f"transactions committed and {self.transactions.get(False, 0)} aborted, {self.moves} coordinator moves, "
                 f"{len(self.faults)} faults")
         if not self.ok:
             text += "\n  violations:\n    " + "\n    ".join(self.violations[:10])
@@ -116,6 +124,7 @@ class GroupSimulation(SimulationLog):
         self.moves = 0
         static = self.rng.random() < 0.5
         self.clients = [GroupClient(self, i, static and i == 0) for i in range(self.settings.clients)]
+        self.committer = TxnCommitter(self)
 
     # -- plumbing -----------------------------------------------------------------------------
     def latency(self) -> int:
@@ -173,13 +182,31 @@ class GroupSimulation(SimulationLog):
         error = 0
         if self.rng.random() < self.settings.write_fail_probability:
             error = self.rng.choice(APPEND_FAILURES)
+        elif append.transactional:
+            self.write_transactional(append)
         else:
             self.write_records(append.records, acknowledged=True)
         coordinator.apply(coordinator.core.write_done(append.write_id, error, self.sched.now_ms))
         self.check_cache(coordinator)
 
-    def land_unacknowledged(self, records: list) -> None:
-        self.write_records(records, acknowledged=False)
+    def land_unacknowledged(self, append: Append) -> None:
+        if append.transactional:
+            self.write_transactional(append)
+        else:
+            self.write_records(append.records, acknowledged=False)
+
+    def write_transactional(self, append: Append) -> None:
+        """A TxnOffsetCommit's batch, as the shell hands it to a load: ``(None, TxnRecord)``."""
+        self.log.extend((None, TxnRecord(append.producer_id, key, value)) for key, value in append.records)
+
+    def write_marker(self, producer_id: int, producer_epoch: int, committed: bool) -> None:
+        """A transaction's COMMIT/ABORT marker is replicated in the offsets partition: in the log,
+        and handed to the current core (kept by one still loading, see transaction_completed)."""
+        self.log.append((None, TxnMarker(producer_id, committed)))
+        coordinator = self.coordinator
+        coordinator.apply(coordinator.core.transaction_completed(0, producer_id, producer_epoch, committed,
+                                                                 self.sched.now_ms))
+        self.check_cache(coordinator)
 
     def write_records(self, records: list, acknowledged: bool) -> None:
         self.log.extend(records)
@@ -223,6 +250,10 @@ class GroupSimulation(SimulationLog):
             if cached is None or cached.offset < offset:
                 self.violation(f"core {coordinator.incarnation}: partition {partition} cached "
                                f"{None if cached is None else cached.offset}, acknowledged {offset}")
+        cached = {key: value.offset for key, value in coordinator.core.committed_offsets(TXN_GROUP).items()}
+        if cached != self.committer.materialized:
+            self.violation(f"core {coordinator.incarnation}: transactional offsets {cached}, the committed "
+                           f"transactions' {self.committer.materialized}")
 
     # -- coordinator moves --------------------------------------------------------------------
     def load(self, coordinator: _Coordinator) -> None:
@@ -273,12 +304,14 @@ class GroupSimulation(SimulationLog):
         for i, client in enumerate(self.clients):
             self.sched.after(20 + 37 * i, client.join)
         self.sched.after(self.rng.randint(*self.settings.fault_every_ms), self.fault)
+        self.committer.start()
         end_ms = self.settings.duration_ms + self.settings.quiesce_ms
         self.sched.run_until(end_ms)
         self.finish()
         synced = sum(1 for facts in self.generations.values() if "record" in facts)
         return GroupSimResult(self.seed, not self.violations, self.violations, synced,
-                              self.commits_acked, self.moves, self.faults, self.trace)
+                              self.commits_acked, self.moves, dict(self.committer.transactions), self.faults,
+                              self.trace)
 
     def finish(self) -> None:
         """Liveness after the quiet time: every client still running is a Stable member of the
@@ -294,6 +327,11 @@ class GroupSimulation(SimulationLog):
                 self.violation(f"not settled after {self.settings.quiesce_ms} ms without faults: "
                                f"{client.name} {client.state} generation {client.generation}, group "
                                f"{None if group is None else (group.state.value, group.generation_id)}")
+        if self.committer.open is not None:
+            self.violation(f"a transaction never ended: {self.committer.open}")
+        if last.loaded and last.core.statistics()["pending_txn_offsets"]:
+            self.violation(f"{last.core.statistics()['pending_txn_offsets']} transactional offsets still "
+                           f"pending after every transaction ended")
         last.retire(land_in_flight=False)
         if self.outstanding:
             self.violation(f"{len(self.outstanding)} requests never answered, e.g. "

@@ -288,8 +288,8 @@ class TxnSimulation(SimulationLog):
             self.faults.append(f"t={self.sched.now_ms}: append refused (NOT_LEADER_OR_FOLLOWER), coordinator move")
             self.move()
 
-    def land_unacknowledged(self, records: list) -> None:
-        self.log.extend(records)
+    def land_unacknowledged(self, append: Append) -> None:
+        self.log.extend(append.records)
 
     def allocate(self, coordinator: _Coordinator, request_id: int) -> None:
         if coordinator.unloaded:

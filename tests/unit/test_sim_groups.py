@@ -26,7 +26,7 @@ FIRST_SEED = int(os.environ.get("PYLOG_GROUP_SIM_FIRST_SEED", "0"))
 
 def test_many_seeds_keep_every_invariant():
     started = time.monotonic()
-    failures, seeds, generations, commits, moves = [], 0, 0, 0, 0
+    failures, seeds, generations, commits, moves, transactions = [], 0, 0, 0, 0, {True: 0, False: 0}
     seed = FIRST_SEED
     while seeds < MIN_SEEDS or time.monotonic() - started < BUDGET_S:
         result = run_group_simulation(seed)
@@ -34,12 +34,14 @@ def test_many_seeds_keep_every_invariant():
         generations += result.generations
         commits += result.commits_acked
         moves += result.moves
+        for committed, count in result.transactions.items():
+            transactions[committed] += count
         if not result.ok:
             failures.append(result.summary())
         seed += 1
     assert not failures, f"{len(failures)} of {seeds} seeds failed:\n" + "\n".join(failures[:5])
     # the runs must have done something worth checking
-    assert generations > seeds * 3 and commits > seeds * 100 and moves > seeds * 2
+    assert generations > seeds * 3 and commits > seeds * 100 and moves > seeds * 2 and min(transactions.values()) > seeds * 5
 
 
 def test_a_seed_replays_identically():
@@ -70,6 +72,16 @@ def test_invariant_committed_offsets_catches_a_cache_that_misses_commits(monkeyp
         original(self, group_id, topic, partition, value)
     monkeypatch.setattr(shard_module.Shard, "put_offset", lossy)
     assert any("acknowledged" in v for v in _fails_somewhere())
+
+
+def test_invariant_transactional_offsets_catches_a_core_that_keeps_aborted_offsets(monkeypatch):
+    from broker.coordinator.group import txn_offsets
+    original = txn_offsets.end_transaction
+
+    def commits_always(shard, producer_id, committed):
+        return original(shard, producer_id, True)
+    monkeypatch.setattr(txn_offsets, "end_transaction", commits_always)
+    assert any("transactional offsets" in v for v in _fails_somewhere(range(5)))
 
 
 def test_invariant_coverage_catches_an_assignment_with_overlaps(monkeypatch):
