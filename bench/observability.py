@@ -60,6 +60,15 @@ def start_broker(root: Path, zk: str, broker_id: int, metrics_port: int) -> tupl
     return process, port
 
 
+def wait_for_kafka(port: int, timeout_s: float = 60.0) -> None:
+    from broker.tools.broker_process import answers_api_versions
+    deadline = time.monotonic() + timeout_s
+    while not answers_api_versions("127.0.0.1", port):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no broker answers on {port}")
+        time.sleep(0.2)
+
+
 def wait_for_metrics(port: int, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -77,7 +86,7 @@ def create_topic(bootstrap: str, name: str, partitions: int, leader: int) -> Non
     """A topic whose partitions are all on ``leader`` (replica assignment, RF 1)."""
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, replica_assignment=[[leader]] * partitions)])[name].result(60)
+    admin.create_topics([NewTopic(name, partitions, replica_assignment=[[leader]] * partitions)])[name].result(60)
 
 
 def perf(bootstrap: str, topic: str, records: int, rate: int) -> dict:
@@ -148,6 +157,8 @@ def main() -> int:
             except RuntimeError:
                 print((root / "broker-2" / "broker.log").read_text()[-3000:], file=sys.stderr)
                 raise
+            wait_for_kafka(plain_port)
+            wait_for_kafka(watched_port)
             bootstrap = f"127.0.0.1:{plain_port},127.0.0.1:{watched_port}"
             create_topic(bootstrap, "off", 1, 1)
             create_topic(bootstrap, "on", 1, 2)
