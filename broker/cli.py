@@ -46,6 +46,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
     add_configs_parser(sub)
 
+    from broker.tools.acls import add_acls_parser
+
+    add_acls_parser(sub)
+
     broker = sub.add_parser("broker", help="run one broker in the foreground")
     broker_actions = broker.add_subparsers(dest="broker_command", required=True, metavar="ACTION")
     start = broker_actions.add_parser("start", help="run a broker until SIGTERM or Ctrl-C")
@@ -101,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
             from broker.tools.configs import run_configs
 
             return run_configs(args, sys.stdout, sys.stderr)
+        if args.command == "acls":
+            from broker.tools.acls import run_acls
+
+            return run_acls(args, sys.stdout, sys.stderr)
         if args.command == "peer":
             from broker.tools.kafka_peer import run_peer
 

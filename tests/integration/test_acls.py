@@ -258,3 +258,44 @@ def test_acl_admin_apis_need_alter_and_describe_on_the_cluster(acl_cluster):
     assert deleted == [binding]
     assert admin.describe_acls(mine).result(timeout=WAIT_S) == []
     assert acl_cluster.store.read_pattern(ResourcePattern(Rt.TOPIC, topic))[1] == -1
+
+
+def test_pylog_acls_tool_through_zookeeper_and_the_api(acl_cluster):
+    """``pylog acls``: kafka-acls' options and output; --zookeeper writes ZooKeeper (how the
+    first ACLs of a closed cluster are made), --bootstrap-server the ACL APIs (ANONYMOUS holds
+    ALTER on the cluster from the test above, or gets it here)."""
+    import argparse
+    import io
+
+    from broker.tools.acls import add_acls_parser, run_acls
+
+    acl_cluster.grant(Rt.CLUSTER, "kafka-cluster", Op.ALTER)
+    parser = argparse.ArgumentParser()
+    add_acls_parser(parser.add_subparsers(dest="command"))
+
+    def pylog_acls(*argv: str) -> str:
+        out = io.StringIO()
+        assert run_acls(parser.parse_args(["acls", *argv]), out) == 0
+        return out.getvalue()
+
+    topic, txn = _name("tool"), _name("tool-txn")
+    zk = ("--zookeeper", acl_cluster.cluster.zk_connect)
+    api = ("--bootstrap-server", acl_cluster.bootstrap)
+    added = pylog_acls("--add", *zk, "--producer", "--topic", topic, "--transactional-id", txn,
+                       "--allow-principal", "User:bob")
+    assert f"Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)`: \n" in added
+    expected = (f"Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)`: \n"
+                " \t(principal=User:bob, host=*, operation=WRITE, permissionType=ALLOW)\n"
+                "\t(principal=User:bob, host=*, operation=CREATE, permissionType=ALLOW)\n"
+                "\t(principal=User:bob, host=*, operation=DESCRIBE, permissionType=ALLOW) \n\n")
+    assert pylog_acls("--list", *zk, "--topic", topic) == expected
+    _until(lambda: pylog_acls("--list", *api, "--topic", topic) == expected, "the broker to learn the tool's ACLs")
+    listed = pylog_acls("--list", *api, "--transactional-id", txn)
+    assert "operation=WRITE" in listed and "operation=DESCRIBE" in listed and "operation=CREATE" not in listed
+
+    pylog_acls("--remove", *api, "--force", "--topic", topic, "--allow-principal", "User:bob", "--operation", "Create")
+    assert "CREATE" not in pylog_acls("--list", *zk, "--topic", topic)
+    pylog_acls("--remove", *api, "--force", "--topic", topic)
+    pylog_acls("--remove", *zk, "--force", "--transactional-id", txn)
+    assert pylog_acls("--list", *zk, "--topic", topic) == ""
+    assert pylog_acls("--list", *api, "--transactional-id", txn, "--topic", topic) == ""
