@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator, TextIO
 
+from broker.metrics.scrape_config import metrics_port, scrape_config
 from broker.server.config import BrokerConfig, ConfigError, parse_overrides, parse_properties
 from broker.tools.broker_process import (
     BrokerProcess,
@@ -244,6 +245,8 @@ def render_broker_config(cluster: ClusterDir, spec: ClusterSpec, broker_id: int)
            if k not in parse_properties(template)},
         **spec.overrides,
     }
+    if int(spec.overrides.get("metrics.port", "0") or 0):  # broker i serves /metrics on P + i
+        values["metrics.port"] = str(metrics_port(int(spec.overrides["metrics.port"]), broker_id))
     header = (f"# Written by `pylog cluster up` from {source or 'built-in defaults'}; "
               "rewritten at every start of this broker.\n")
     try:
@@ -480,6 +483,15 @@ def format_status(status: dict) -> str:
     return "\n".join(lines)
 
 
+def _scrape_config(root: Path) -> str:
+    spec = ClusterDir(root).read_spec()
+    base = int(spec.overrides.get("metrics.port", "0") or 0)
+    if not base:
+        raise ClusterToolError(f"the cluster in {root} serves no metrics: start it with "
+                               "--set metrics.port=PORT (broker i then serves PORT+i)")
+    return scrape_config(root.resolve().name, HOST, base, list(range(spec.brokers)))
+
+
 def _pid(pid: int | None) -> str:
     return f"pid {pid:<8}" if pid is not None else f"{'-':<12}"
 
@@ -511,6 +523,10 @@ def add_cluster_parser(subparsers) -> argparse.ArgumentParser:
     status = actions.add_parser("status", help="processes, ports and the controller")
     _dir_option(status)
     status.add_argument("--json", action="store_true", help="print one JSON object")
+
+    scrape = actions.add_parser("scrape-config", help="print a Prometheus scrape config for the brokers' "
+                                "/metrics (the cluster must run with --set metrics.port=PORT)")
+    _dir_option(scrape)
     return cluster
 
 
@@ -527,6 +543,8 @@ def run_cluster(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"bootstrap.servers={spec.bootstrap_servers()}", file=out)
     elif args.cluster_command == "down":
         cluster_down(root, err, args.timeout_s)
+    elif args.cluster_command == "scrape-config":
+        print(_scrape_config(root), file=out, end="")
     else:
         status = cluster_status(root)
         print(json.dumps(status, indent=2) if args.json else format_status(status), file=out)

@@ -60,3 +60,25 @@ def test_metrics_port_is_parsed_and_checked():
     assert (config.metrics.port, config.metrics.snapshot_interval_ms, config.metrics.host) == (9404, 250, "127.0.0.1")
     with pytest.raises(ConfigError):
         BrokerConfig.from_properties({**base, "metrics.port": "70000"})
+
+
+def test_cluster_tool_gives_each_broker_its_metrics_port_and_prints_a_scrape_config(tmp_path):
+    from broker.tools.cluster import ClusterDir, ClusterSpec, render_broker_config, run_cluster
+    import argparse
+    import io
+    from broker.server.config import parse_properties
+
+    cluster = ClusterDir(tmp_path)
+    spec = ClusterSpec(brokers=3, port=19092, zookeeper_port=12181, overrides={"metrics.port": "19404"})
+    ports = [parse_properties(render_broker_config(cluster, spec, i))["metrics.port"] for i in range(3)]
+    assert ports == ["19404", "19405", "19406"]
+    cluster.write_spec(spec)
+    out = io.StringIO()
+    run_cluster(argparse.Namespace(dir=str(tmp_path), cluster_command="scrape-config"), out, io.StringIO())
+    text = out.getvalue()
+    assert "job_name: pylog" in text and "metrics_path: /metrics" in text
+    assert [line.strip() for line in text.splitlines() if "targets" in line] == [
+        f"- targets: ['127.0.0.1:{p}']" for p in (19404, 19405, 19406)]
+    cluster.write_spec(ClusterSpec(brokers=1, port=19092, zookeeper_port=12181))
+    with pytest.raises(ValueError, match="metrics.port"):
+        run_cluster(argparse.Namespace(dir=str(tmp_path), cluster_command="scrape-config"), out, io.StringIO())
