@@ -38,7 +38,10 @@ bit; a batch that fails for good records ``txn_failure`` (the transaction must b
 instead of taking a new producer id.
 
 Idempotence: sequences are assigned when a batch is first sent, in queue order, so a retried
-batch keeps its sequence and the broker deduplicates it (reference section 4). With several
+batch keeps its sequence and the broker deduplicates it (reference section 4). A partition has
+one batch in flight until the broker has acknowledged one of the current producer id and epoch
+(``_sequence_known``): a broker without state for the producer takes any first sequence, so a
+batch pipelined behind a refused first one could start the partition mid-sequence. With several
 batches of a partition in flight, a failure of one makes the later ones come back with
 OUT_OF_ORDER_SEQUENCE_NUMBER; that answer is retriable while an earlier batch of the partition
 awaits its retry (it says "not written"), and the accumulator then resends from the first
@@ -165,6 +168,9 @@ class Sender:
         self._producer_id = -1
         self._producer_epoch = -1
         self._sequences: dict[tuple[str, int], int] = {}
+        # Partitions where the broker acknowledged a batch of the current producer id and epoch
+        # (see ``_take_batches``: until then one batch of the partition at a time).
+        self._sequence_known: set[tuple[str, int]] = set()
         self._reset_pending = False
         # Transactional producers only (``transactions.Transactions`` reads and resets these
         # under the I/O lock): the partitions AddPartitionsToTxn added to the open transaction
@@ -224,10 +230,12 @@ class Sender:
                     turns_at_select = self._turns
                 if self._state.callbacks_due:
                     self._run_callbacks()  # a wake-up during them ends the select below at once
-                events = self._selector.select(max(timeout, 0) / 1000)
+                buffered = self._tls_buffered()
+                events = self._selector.select(0 if buffered else max(timeout, 0) / 1000)
                 with self._state.lock:
                     self._state.sender_sleeping = False
                 readable = [(key.data, key.fileobj) for key, _ in events if key.data is not None]
+                readable += [entry for entry in buffered if entry not in readable]
                 if len(readable) < len(events):
                     self._drain_wake_pipe()
             self._run_callbacks()  # of the batches the last turn completed or abandoned
@@ -334,10 +342,17 @@ class Sender:
         self._sent_last_turn = sent_any
         return True
 
+    def _tls_buffered(self) -> list:
+        """Connections whose TLS socket already holds a decrypted answer: the selector does not
+        see those bytes (``BrokerConnection.buffered``)."""
+        return [(key.data, key.fileobj) for key in self._selector.get_map().values()
+                if key.data is not None and key.data.buffered]
+
     def _receive_ready(self) -> None:
         """Take every answer that has arrived (the sockets say so), without blocking."""
         for _ in range(64):  # bounded: answers that keep coming are taken next turn
             events = [(key.data, key.fileobj) for key, _ in self._selector.select(0) if key.data is not None]
+            events += [entry for entry in self._tls_buffered() if entry not in events]
             if not events:
                 return
             for conn, sock in events:
@@ -424,6 +439,7 @@ class Sender:
         with self._state.lock:
             self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
             self._sequences.clear()
+            self._sequence_known.clear()
             self._state.stats["producer_ids"] += 1
 
     # ------------------------------------------------------------------ transactions
@@ -433,6 +449,7 @@ class Sender:
         with self._state.lock:
             self._producer_id, self._producer_epoch = producer_id, producer_epoch
             self._sequences.clear()
+            self._sequence_known.clear()
             self._state.stats["producer_ids"] += 1
 
     def _partitions_to_add(self, now: float) -> list[tuple[str, int]]:
@@ -470,6 +487,7 @@ class Sender:
         self._reset_pending = False
         self._producer_id, self._producer_epoch = -1, -1
         self._sequences.clear()
+        self._sequence_known.clear()
         for batch in list(self._acc.batches()):
             if not batch.stamped:
                 continue
@@ -544,6 +562,15 @@ class Sender:
                 continue
             if self.txn_added is not None and tp not in self.txn_added:
                 continue  # not in the transaction yet: the I/O thread's next turn adds it
+            if self._s.idempotent and tp not in self._sequence_known and self._acc.in_flight_count(tp):
+                # A broker with no state for this producer on the partition accepts *any* first
+                # sequence (Kafka's ProducerAppendInfo: no current epoch, no check). Were the
+                # first batch refused retriably (NOT_LEADER_OR_FOLLOWER of a partition still
+                # loading) while the next one, pipelined behind it, was accepted, the partition
+                # would start mid-sequence and the first batch's resend be OUT_OF_ORDER for
+                # good (seen against Apache Kafka 4.1 right after CreateTopics). So pipelining
+                # starts once the broker has acknowledged one batch of this id and epoch.
+                continue
             if self._s.idempotent and not batch.stamped:
                 batch.producer_id, batch.producer_epoch = self._producer_id, self._producer_epoch
                 batch.base_sequence = self._sequences.get(tp, 0)
@@ -767,6 +794,8 @@ class Sender:
 
     def _succeed(self, batch: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
         self._acc.remove(batch)
+        if batch.producer_id == self._producer_id and batch.producer_epoch == self._producer_epoch:
+            self._sequence_known.add(batch.tp)
         batch.base_offset = base_offset
         batch.log_append_time_ms = log_append_time_ms if log_append_time_ms is not None else -1
         batch.completed_ms = self._clock.monotonic_ms()

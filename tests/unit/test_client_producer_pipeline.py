@@ -154,6 +154,24 @@ def test_a_retriable_error_mid_pipeline_resends_in_order_without_duplicates(kafk
     assert retried[first_retry:] == sorted(retried[first_retry:])  # ... and from it on, in order
 
 
+def test_a_partition_pipelines_only_after_its_first_batch_is_acknowledged(kafka):
+    # A broker with no state for a producer on a partition takes any first sequence (Kafka's
+    # rule; the fake's too). The first Produce is refused retriably (a leader still loading):
+    # had batches been pipelined behind it, the next one would be written first and the first
+    # one's resend refused OUT_OF_ORDER_SEQUENCE_NUMBER for good (seen against Apache Kafka).
+    kafka.produce_delay_ms = 30
+    kafka.inject(Fault(ApiKey.PRODUCE, code=ErrorCode.NOT_LEADER_OR_FOLLOWER))
+    with producer(kafka, linger_ms=0, batch_bytes_max=150) as p:
+        deliveries = [p.send("t", b"%02d" % i + b"x" * 50, partition=2) for i in range(30)]
+        p.flush()
+        stats = p.statistics()
+    assert all(d.succeeded for d in deliveries)
+    assert values(kafka, 2) == [b"%02d" % i + b"x" * 50 for i in range(30)]
+    assert stats["retries"] == 1 and stats["inflight_requests_peak"] > 1  # pipelined after the first ack
+    first, second = sent_batches(kafka)[:2]
+    assert first[0] == second[0] == 0  # the first batch alone, twice: sent, refused, resent
+
+
 def test_a_connection_dropped_mid_flight_is_retried_with_the_same_bytes_exactly_once(kafka):
     kafka.produce_delay_ms = 20
     # The broker appends the 2nd request and hangs up: the client cannot know it was written,
