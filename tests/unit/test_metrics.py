@@ -82,3 +82,12 @@ def test_cluster_tool_gives_each_broker_its_metrics_port_and_prints_a_scrape_con
     cluster.write_spec(ClusterSpec(brokers=1, port=19092, zookeeper_port=12181))
     with pytest.raises(ValueError, match="metrics.port"):
         run_cluster(argparse.Namespace(dir=str(tmp_path), cluster_command="scrape-config"), out, io.StringIO())
+
+
+def test_spark_progress_lag_is_latest_minus_end_per_partition():
+    from spark_log.lag import progress_lag
+    progress = {"sources": [{"endOffset": '{"t":{"0":10,"1":7}}', "latestOffset": {"t": {"0": 25, "1": 7}}}]}
+    lag = progress_lag(progress)
+    assert lag["partitions"] == {("t", 0): 15, ("t", 1): 0}
+    assert (lag["minOffsetsBehindLatest"], lag["maxOffsetsBehindLatest"], lag["avgOffsetsBehindLatest"]) == (0, 15, 7.5)
+    assert progress_lag({"sources": [{"endOffset": None, "latestOffset": None}]})["maxOffsetsBehindLatest"] is None
