@@ -45,7 +45,7 @@ async def alter_resource(ctx: BrokerContext, resource_type: int, name: str, chan
     except ConfigChangeError as exc:
         return exc.error_code, exc.message
     except UnknownTopicOrPartitionError:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ""  # Kafka 4.1 sends no message
     return ErrorCode.NONE, None
 
 

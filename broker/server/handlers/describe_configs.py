@@ -53,7 +53,7 @@ def _describe(ctx: BrokerContext, resource, include_synonyms: bool):
     if kind == RESOURCE_TOPIC:
         topic = ctx.metadata.snapshot.topics.get(name)
         if topic is None:
-            return _error(resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+            return _error(resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "")  # Kafka 4.1: no message
         defaults = broker_defaults(ctx.config)
         entries = [(e, topic_synonyms(e, ctx.config, defaults, levels))
                    for e in describe_topic_configs(topic.config, ctx.config)]

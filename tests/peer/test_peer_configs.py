@@ -1,0 +1,138 @@
+"""Dynamic configs, differential (issue 18): Kafka's own ``kafka-configs`` alters and describes
+topic and broker configs on Apache Kafka and on pylog with the same output, and refuses the
+same bad input with the same exception; ``pylog configs`` prints what ``kafka-configs`` prints,
+against either system.
+
+The peers are the session's shared ones: broker-level changes are undone at the end of the test
+that makes them (other modules describe the brokers).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+from argparse import Namespace
+
+import pytest
+
+from broker.tools.configs import run_configs
+from peer_support import unique_topic
+from test_peer_kafka_tools import on_both, tool
+
+
+DEADLINE_S = 30.0
+_CAUSE = re.compile(r"(?P<exception>org\.apache\.kafka\.common\.errors\.\w+): ?(?P<message>.*)$", re.M)
+
+
+def _kafka_configs(peer, *args: str):
+    return tool("kafka-configs", ["--bootstrap-server", peer.bootstrap, *args])
+
+
+def _pylog_configs(peer, entity: list[str], describe_all: bool = False) -> str:
+    """``pylog configs --describe`` in this process (its output)."""
+    options = dict(bootstrap_server=peer.bootstrap, entity_type=None, entity_name=None, entity_default=False,
+                   topic=None, broker=None, broker_defaults=False, describe=True, alter=False,
+                   all=describe_all, add_config=None, delete_config=None)
+    for flag, value in zip(entity[::2], entity[1::2]):
+        options[flag.removeprefix("--").replace("-", "_")] = value
+    if "--entity-default" in entity:
+        options.update(entity_default=True, entity_type="brokers")
+    out, err = io.StringIO(), io.StringIO()
+    assert run_configs(Namespace(**options), out, err) == 0, err.getvalue()
+    return out.getvalue()
+
+
+def _describe_until(peer, entity: list[str], wanted: str) -> str:
+    """kafka-configs --describe once the change has reached the broker (pylog applies a change
+    from its ZooKeeper notification, Kafka from its metadata log: neither at once)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        out = _pylog_configs(peer, entity)
+        if wanted in out or time.monotonic() > deadline:
+            return out
+        time.sleep(0.1)
+
+
+def _cause(run) -> tuple[int, str, str]:
+    matches = list(_CAUSE.finditer(run.err + run.out))
+    assert matches, run.err[-2000:]
+    return run.returncode, matches[-1]["exception"], matches[-1]["message"].strip()
+
+
+def test_kafka_configs_alters_a_topic_alike(peers):
+    topic = unique_topic("configs-alter")
+    entity = ["--entity-type", "topics", "--entity-name", topic]
+    for peer in peers:
+        peer.create_topic(topic)
+    altered = on_both(peers, lambda p: _kafka_configs(
+        p, *entity, "--alter", "--add-config", "retention.ms=1000,cleanup.policy=[delete,compact]").ok().out)
+    assert altered["pylog"] == altered["kafka"] == f"Completed updating config for topic {topic}.\n"
+    for peer in peers:
+        _describe_until(peer, entity, "retention.ms=1000")
+    described = on_both(peers, lambda p: (_kafka_configs(p, *entity, "--describe").ok().out,
+                                          _pylog_configs(p, entity)))
+    texts = {described["kafka"][0], described["pylog"][0], described["kafka"][1], described["pylog"][1]}
+    assert len(texts) == 1, described
+    text = texts.pop()
+    assert text.startswith(f"Dynamic configs for topic {topic} are:\n  cleanup.policy=delete,compact ")
+    assert "  retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}\n" in text
+    on_both(peers, lambda p: _kafka_configs(p, *entity, "--alter", "--delete-config", "retention.ms").ok())
+    deadline = time.monotonic() + DEADLINE_S
+    while any("retention.ms" in _pylog_configs(p, entity) for p in peers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    final = on_both(peers, lambda p: _pylog_configs(p, entity))
+    assert final["pylog"] == final["kafka"]
+    assert "retention.ms" not in final["pylog"] and "cleanup.policy=delete,compact" in final["pylog"]
+
+
+@pytest.mark.parametrize("args", [
+    ["--entity-type", "topics", "--entity-name", "{topic}", "--alter", "--add-config", "no.such.config=1"],
+    ["--entity-type", "topics", "--entity-name", "no-such-topic-x", "--alter", "--add-config", "retention.ms=1"],
+    ["--entity-type", "brokers", "--entity-name", "1", "--alter", "--add-config", "num.partitions=3"],
+    ["--entity-type", "brokers", "--entity-name", "1", "--alter", "--add-config",
+     "leader.replication.throttled.rate=-5"],
+], ids=["unknown-key", "unknown-topic", "static-broker-key", "negative-throttle"])
+def test_kafka_configs_refuses_bad_input_alike(peers, args):
+    topic = unique_topic("configs-bad")
+    for peer in peers:
+        peer.create_topic(topic)
+    args = [a.replace("{topic}", topic) for a in args]
+    refused = on_both(peers, lambda p: _cause(_kafka_configs(p, *args)))
+    assert refused["pylog"] == refused["kafka"]
+    assert refused["pylog"][0] != 0
+
+
+def test_kafka_configs_broker_and_default_levels_alike(peers):
+    broker = ["--entity-type", "brokers", "--entity-name", "1"]
+    default = ["--entity-type", "brokers", "--entity-default"]
+    try:
+        altered = on_both(peers, lambda p: (
+            _kafka_configs(p, *broker, "--alter", "--add-config", "leader.replication.throttled.rate=1000").ok().out,
+            _kafka_configs(p, *default, "--alter", "--add-config",
+                           "follower.replication.throttled.rate=2000").ok().out))
+        assert altered["pylog"] == altered["kafka"] == (
+            "Completed updating config for broker 1.\n",
+            "Completed updating default config for brokers in the cluster.\n")
+        for peer in peers:
+            _describe_until(peer, broker, "leader.replication.throttled.rate=1000")
+            _describe_until(peer, ["--entity-default"], "follower.replication.throttled.rate=2000")
+        described = on_both(peers, lambda p: (_kafka_configs(p, *broker, "--describe").ok().out,
+                                              _kafka_configs(p, *default, "--describe").ok().out,
+                                              _pylog_configs(p, broker)))
+        kafka, pylog = described["kafka"], described["pylog"]
+        assert pylog[0] == kafka[0] == pylog[2] == (
+            "Dynamic configs for broker 1 are:\n"
+            "  leader.replication.throttled.rate=1000 sensitive=false "
+            "synonyms={DYNAMIC_BROKER_CONFIG:leader.replication.throttled.rate=1000}\n")
+        # Named: Kafka 4 (KRaft, KIP-966) also holds min.insync.replicas as a dynamic default.
+        kafka_default = "".join(line for line in kafka[1].splitlines(keepends=True)
+                                if not line.startswith("  min.insync.replicas="))
+        assert pylog[1] == kafka_default == (
+            "Default configs for brokers in the cluster are:\n"
+            "  follower.replication.throttled.rate=2000 sensitive=false "
+            "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:follower.replication.throttled.rate=2000}\n")
+    finally:
+        on_both(peers, lambda p: (
+            _kafka_configs(p, *broker, "--alter", "--delete-config", "leader.replication.throttled.rate"),
+            _kafka_configs(p, *default, "--alter", "--delete-config", "follower.replication.throttled.rate")))
