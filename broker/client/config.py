@@ -31,6 +31,8 @@ class ClientConfig:
     retry_backoff_ms: int = 100
     # [allow.auto.create.topics] ask the broker to create unknown topics on Metadata (v4+)
     allow_auto_topic_creation: bool = False
+    # [security.protocol, ssl.*, sasl.*] TLS and SASL (broker.client.security.client_security); None: PLAINTEXT
+    security: object | None = None
 
     def __post_init__(self) -> None:
         for name in ("request_timeout_ms", "connect_timeout_ms", "response_bytes_max",

@@ -17,6 +17,15 @@ Failures close the socket and fail every in-flight request: a connection whose s
 of step cannot be trusted with the next response. The next ``send`` reconnects (and negotiates
 again), so a long-lived client survives a broker restart.
 
+Security (``ClientConfig.security``, ``broker.client.security``): TLS is set up right after the
+TCP connect (bounded by ``connect_timeout_ms``), SASL right after ApiVersions (SaslHandshake v1,
+SaslAuthenticate; KIP-152). A failed login raises ``KafkaError`` with Kafka's code
+(SASL_AUTHENTICATION_FAILED 58, UNSUPPORTED_SASL_MECHANISM 33). When the broker answers a session
+lifetime (KIP-368, ``connections.max.reauth.ms``), the connection authenticates again on the first
+send with nothing in flight after 85% of it. A TLS socket may hold a decrypted response that the
+kernel socket no longer shows as readable: ``buffered`` says so, and the callers that wait on
+``selectable`` check it first.
+
 Limits (``ClientConfig``): ``response_bytes_max`` is checked against the size prefix before
 anything is allocated; ``request_timeout_ms`` bounds each request from send to response;
 ``connect_timeout_ms`` bounds TCP connect plus negotiation; ``inflight_requests_max`` bounds the
@@ -27,6 +36,7 @@ from __future__ import annotations
 
 import select
 import socket
+import ssl
 import struct
 from collections import deque
 from dataclasses import dataclass
@@ -35,6 +45,7 @@ from types import MappingProxyType
 from typing import Callable
 
 from broker.client.config import SYSTEM_CLOCK, ClientConfig, Clock
+from broker.security.sasl_client import SaslAuthenticationError
 from broker.client.errors import (
     KafkaConnectionError,
     KafkaError,
@@ -78,11 +89,11 @@ def _client_versions() -> dict[int, tuple[int, int]]:
     }
     # The codec parses InitProducerId v5-6 (KIP-890's TRANSACTION_ABORTABLE, KIP-939's 2PC);
     # the producer handles neither yet, so it does not offer them. The transactional producer
-    # speaks transaction version 1 (no KIP-890 part 2), as Kafka's Java client does against a
-    # cluster at transaction.version 1: EndTxn <= 4 (v5 bumps the epoch per transaction),
-    # TxnOffsetCommit <= 4 (v5 implies AddOffsetsToTxn), AddPartitionsToTxn <= 3 (v4+ are the
-    # brokers' KIP-890 verify requests, sent by broker/server/txn_verify.py on its own).
-    maximum = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.END_TXN: 4, ApiKey.TXN_OFFSET_COMMIT: 4,
+    # speaks EndTxn v5 (transaction version 2: the epoch bumped at every EndTxn, KIP-890 part 2)
+    # and otherwise transaction version 1: TxnOffsetCommit <= 4 (v5 implies AddOffsetsToTxn),
+    # AddPartitionsToTxn <= 3 (explicit; v4+ are the brokers' KIP-890 verify requests, sent by
+    # broker/server/txn_verify.py on its own), Produce without v12's implicit add.
+    maximum = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.END_TXN: 5, ApiKey.TXN_OFFSET_COMMIT: 4,
                ApiKey.ADD_PARTITIONS_TO_TXN: 3, ApiKey.ADD_OFFSETS_TO_TXN: 4}
     return {
         int(key): (minimum.get(key, spec.valid.low), maximum.get(key, spec.valid.high))
@@ -148,6 +159,9 @@ class BrokerConnection:
         self._next_correlation_id = 0
         self._broker_versions: dict[int, tuple[int, int]] = {}
         self.api_versions_version: int | None = None  # the ApiVersions version that worked
+        self._security = self._config.security
+        self._tls = False  # the current socket is an SSLSocket
+        self._reauthenticate_at_ms: float | None = None  # KIP-368
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -198,6 +212,8 @@ class BrokerConnection:
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to {self.address}: {_os_reason(exc)}") from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._security is not None and self._security.ssl_context is not None:
+            sock = self._start_tls(sock, deadline)
         sock.setblocking(False)  # once: see ``_send_frame`` and ``_read_exact``
         self._sock = sock
         self._poll_in = _poller(sock, select.POLLIN)
@@ -205,13 +221,49 @@ class BrokerConnection:
         self._inflight.clear()
         try:
             self._negotiate(deadline)
+            if self._security is not None and self._security.mechanism is not None:
+                self._authenticate(deadline)
         except BaseException:
             self.close()
             raise
 
+    def _start_tls(self, sock: socket.socket, deadline_ms: float) -> socket.socket:
+        """The TLS handshake, blocking, within what is left of the connect timeout."""
+        sock.settimeout(max(deadline_ms - self._clock.monotonic_ms(), 1) / 1000)
+        try:
+            sock = self._security.ssl_context.wrap_socket(sock, server_hostname=self.host)
+        except (OSError, ssl.SSLError) as exc:
+            sock.close()
+            raise KafkaConnectionError(f"TLS handshake with {self.address} failed: {exc}") from exc
+        self._tls = True
+        return sock
+
+    def _authenticate(self, deadline_ms: float) -> None:
+        """The SASL exchange (raises ``KafkaError`` with the broker's error code)."""
+        version = min(self._broker_versions.get(ApiKey.SASL_AUTHENTICATE, (0, 0))[1], 2)
+
+        def request(api_key: int, api_version: int, body: dict):
+            timeout = max(deadline_ms - self._clock.monotonic_ms(), 1)
+            self._send(api_key, api_version, body, True, timeout)
+            return self.receive()
+
+        try:
+            lifetime_ms = self._security.sasl_client().exchange(request, version)
+        except SaslAuthenticationError as exc:
+            raise KafkaError(exc.error_code, f"{self.address}: SASL authentication failed: {exc}") from None
+        self._reauthenticate_at_ms = (self._clock.monotonic_ms() + lifetime_ms * 0.85) if lifetime_ms else None
+
+    @property
+    def buffered(self) -> bool:
+        """True when a TLS socket holds decrypted bytes that ``receive`` can take without the
+        kernel socket being readable (so a selector would not wake for them)."""
+        return self._tls and self._sock is not None and self._sock.pending() > 0
+
     def close(self) -> None:
         """Close the socket; requests still in flight are lost (their ``receive`` raises)."""
         sock, self._sock = self._sock, None
+        self._tls = False
+        self._reauthenticate_at_ms = None
         self._poll_in = self._poll_out = None
         self._inflight.clear()
         if sock is not None:
@@ -260,6 +312,13 @@ class BrokerConnection:
         """Send one request (a wire message or a dict of its fields) and return its correlation
         id. With ``expect_response=False`` (Produce acks=0) nothing is queued for ``receive``."""
         self.connect()
+        if (self._reauthenticate_at_ms is not None and not self._inflight
+                and self._clock.monotonic_ms() >= self._reauthenticate_at_ms):
+            try:
+                self._authenticate(self._clock.monotonic_ms() + self._config.connect_timeout_ms)
+            except BaseException:
+                self.close()
+                raise
         if api_version is None:
             api_version = self.version_for(api_key)
         return self._send(api_key, api_version, request, expect_response, timeout_ms)
@@ -338,6 +397,10 @@ class BrokerConnection:
         latency went (measured: ~40 us of CPU and three GIL hand-offs per request)."""
         parts = _gather(chunks)
         sock = self._sock
+        if self._tls:  # an SSLSocket has no sendmsg: one buffer
+            data = parts[0] if len(parts) == 1 else b"".join(parts)
+            self._send_tls(memoryview(data), deadline_ms)
+            return
         if len(parts) == 1:
             data = parts[0]
             try:
@@ -363,6 +426,18 @@ class BrokerConnection:
                 parts.pop(0)
             if parts and sent:
                 parts[0] = parts[0][sent:]
+
+    def _send_tls(self, data: memoryview, deadline_ms: float) -> None:
+        while data:
+            try:
+                sent = self._sock.send(data)
+            except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError):
+                self._wait(self._poll_out, deadline_ms)
+                continue
+            except ssl.SSLWantReadError:
+                self._wait(self._poll_in, deadline_ms)
+                continue
+            data = data[sent:]
 
     def _wait(self, poller: select.poll, deadline_ms: float) -> None:
         remaining = deadline_ms - self._clock.monotonic_ms()
@@ -390,7 +465,7 @@ class BrokerConnection:
         while got < n:
             try:
                 count = self._sock.recv_into(view[got:])
-            except (BlockingIOError, InterruptedError):
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 try:
                     self._wait(self._poll_in, head.deadline_ms)
                 except socket.timeout:

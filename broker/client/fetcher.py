@@ -230,10 +230,13 @@ class Fetcher:
         if not self._inflight:
             return False
         timeout_ms = min(timeout_ms, self._next_deadline_ms() - self._clock.monotonic_ms())
-        events = self._selector.select(max(timeout_ms, 0) / 1000)
+        # a TLS socket may hold a decrypted answer the selector cannot see (``buffered``)
+        buffered = [leader for leader in self._inflight
+                    if (conn := self._connections.get(leader)) is not None and conn.buffered]
+        events = self._selector.select(0 if buffered else max(timeout_ms, 0) / 1000)
         got = False
-        for key, _ in events:
-            got |= self._receive_from(key.data)
+        for leader in dict.fromkeys([*(key.data for key, _ in events), *buffered]):
+            got |= self._receive_from(leader)
         self._expire()
         return got
 

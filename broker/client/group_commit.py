@@ -176,7 +176,7 @@ class GroupOffsets:
         """Complete async commits whose answers are in (all of them with ``block``)."""
         while self._pending:
             conn = self._pending[0][0]
-            if not block and conn.selectable is not None:
+            if not block and conn.selectable is not None and not conn.buffered:
                 readable, _, _ = select.select([conn.selectable], [], [], 0)
                 if not readable:
                     return

@@ -70,6 +70,10 @@ def parse_bootstrap_servers(text: str) -> list[tuple[str, int]]:
     return out
 
 
+# SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM: Kafka's AuthenticationException (not retriable)
+_AUTHENTICATION_ERRORS = frozenset({58, 33})
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     node_id: int
@@ -242,6 +246,8 @@ class Cluster:
                 conn.connect()
                 return conn
             except KafkaError as exc:
+                if exc.code in _AUTHENTICATION_ERRORS:
+                    raise  # a wrong password is wrong on every broker: fatal, as in Kafka's clients
                 failures.append(f"{conn.address} ({exc.message})")
         tried = "; ".join(failures) or "no broker address is known"
         raise KafkaConnectionError(f"no broker is reachable: {tried}")

@@ -2,9 +2,15 @@
 keyword arguments of ``Producer`` and ``Consumer``, for ``pylog perf --producer-props`` and
 anyone holding a Kafka-style configuration. Unknown names raise ``ValueError`` naming them: a typo
 must not be silently ignored.
+
+Security names (``security.protocol``, ``ssl.*``, ``sasl.*``: ``broker.client.security``) become
+the ``config`` argument (a ``ClientConfig`` carrying the TLS context and SASL credentials).
 """
 
 from __future__ import annotations
+
+from broker.client.config import ClientConfig
+from broker.client.security import SECURITY_PROPERTY_NAMES, client_security
 
 __all__ = ["producer_options_from_properties", "consumer_options_from_properties"]
 
@@ -67,7 +73,12 @@ def consumer_options_from_properties(props: dict[str, str]) -> dict:
 
 def _options(props: dict[str, str], table: dict, what: str) -> dict:
     out, unknown = {}, []
+    security = {name: text for name, text in props.items() if name in SECURITY_PROPERTY_NAMES}
+    if security:
+        out["config"] = ClientConfig(security=client_security(security))
     for name, text in props.items():
+        if name in SECURITY_PROPERTY_NAMES:
+            continue
         entry = table.get(name)
         if entry is None:
             unknown.append(name)

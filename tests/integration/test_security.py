@@ -190,6 +190,41 @@ def test_kafka_python_scram_sha512(secure):
     consumer.close()
 
 
+def test_pylog_client_scram_over_sasl_ssl(secure):
+    """pylog's producer and group consumer with Kafka's property names (TLS + SCRAM-SHA-512)."""
+    from broker.client.consumer import Consumer
+    from broker.client.producer import Producer
+    from broker.client.properties import consumer_options_from_properties, producer_options_from_properties
+    props = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "ssl.truststore.location": secure.ca,
+             "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                 'username="bob" password="bob-secret";'}
+    with Producer(secure.sasl_bootstrap, **producer_options_from_properties({**props, "acks": "all"})) as producer:
+        for i in range(50):
+            producer.send(secure.topic, value=b"pylog-%d" % i)
+        producer.flush(30_000)
+    options = consumer_options_from_properties({**props, "group.id": "pylog-" + uuid.uuid4().hex[:6],
+                                                "auto.offset.reset": "earliest"})
+    with Consumer(secure.sasl_bootstrap, **options) as consumer:
+        consumer.subscribe([secure.topic])
+        seen, deadline = set(), time.monotonic() + 30
+        while len(seen) < 50 and time.monotonic() < deadline:
+            seen |= {r.value for r in consumer.poll(500) if r.value.startswith(b"pylog-")}
+    assert seen == {b"pylog-%d" % i for i in range(50)}
+
+
+def test_pylog_client_wrong_password_is_kafka_error_58(secure):
+    from broker.client.admin import AdminClient as PylogAdmin
+    from broker.client.config import ClientConfig
+    from broker.client.errors import KafkaError
+    from broker.client.security import client_security
+    security = client_security({"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256",
+                                "sasl.username": "alice", "sasl.password": "alice-guess", "ssl.ca.location": secure.ca})
+    with pytest.raises(KafkaError) as failed:
+        with PylogAdmin(secure.sasl_bootstrap, config=ClientConfig(security=security)) as admin:
+            admin.list_topics()
+    assert failed.value.code == 58 and "invalid credentials" in str(failed.value)
+
+
 @pytest.mark.parametrize("user, password, mechanism", [
     ("alice", "alice-guess", "SCRAM-SHA-256"),
     ("nobody", "nobody-guess", "SCRAM-SHA-256"),

@@ -1,0 +1,212 @@
+"""SCRAM (RFC 7677's test vector, both sides), PLAIN, JAAS parsing, certificate principals, the
+listener security settings, and the SASL gate's phases and re-authentication (KIP-368) through
+its real ``handle`` with the network layer's per-connection state."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextvars
+
+import pytest
+
+from broker.security.sasl import PlainServer, SaslError, parse_jaas, plain_token
+from broker.security.sasl_client import SaslClient
+from broker.security.scram import (
+    ScramClient, ScramCredential, ScramError, ScramServer, credential_from_password,
+)
+from broker.security.tls import certificate_principal
+from broker.server import network
+from broker.server.authenticator import SaslAuthenticator
+from broker.server.network import AnswerAndClose, CloseConnection
+from broker.server.security_config import security_from_properties
+from broker.wire import ApiKey, decode_response, encode_request
+
+SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+SERVER_FIRST = b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+CLIENT_FINAL = (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+
+
+def test_rfc7677_vector_client_and_server():
+    client = ScramClient("SCRAM-SHA-256", "user", "pencil", lambda: "rOprNGfwEbeRWgbNEkqO")
+    assert client.first() == b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+    assert client.final(SERVER_FIRST) == CLIENT_FINAL
+    client.verify(SERVER_FINAL)
+    server = ScramServer("SCRAM-SHA-256", lambda: "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0")
+    credential = credential_from_password("SCRAM-SHA-256", "pencil", SALT, 4096)
+    assert server.first(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO", credential) == SERVER_FIRST
+    assert server.final(CLIENT_FINAL) == SERVER_FINAL and server.username == "user"
+    assert ScramCredential.from_text(credential.to_text()) == credential
+
+
+@pytest.mark.parametrize("message, credential_known, error", [
+    (b"n,,n=user,r=abc", False, "Invalid user credentials"),
+    (b"p=tls-unique,,n=user,r=abc", True, "Invalid SCRAM client first message"),
+    (b"n,,n=us=er,r=abc", True, "bad username encoding"),
+    (b"n,,n=user,r=abc,tokenauth=true", True, "delegation tokens"),
+])
+def test_scram_server_refuses_first_messages(message, credential_known, error):
+    credential = credential_from_password("SCRAM-SHA-512", "pw", b"salt" * 4) if credential_known else None
+    with pytest.raises(ScramError, match=error):
+        ScramServer("SCRAM-SHA-512", lambda: "n").first(message, credential)
+
+
+def test_scram_wrong_password_and_server_impostor():
+    credential = credential_from_password("SCRAM-SHA-512", "right", b"s" * 16)
+    server = ScramServer("SCRAM-SHA-512", lambda: "srv")
+    client = ScramClient("SCRAM-SHA-512", "bob", "wrong", lambda: "cli")
+    final = client.final(server.first(client.first(), credential))
+    with pytest.raises(ScramError, match="invalid credentials with SASL mechanism SCRAM-SHA-512"):
+        server.final(final)
+    honest = ScramClient("SCRAM-SHA-512", "bob", "right", lambda: "cli")
+    honest.final(ScramServer("SCRAM-SHA-512", lambda: "srv").first(honest.first(), credential))
+    with pytest.raises(ScramError, match="server signature"):
+        honest.verify(b"v=" + base64.b64encode(b"x" * 64))
+
+
+def test_plain_and_jaas():
+    jaas = parse_jaas('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                      'username="admin" password="a\\"b" user_admin="a\\"b" user_alice="s3";')
+    assert (jaas.username, jaas.password) == ("admin", 'a"b') and "s3" not in repr(jaas)
+    server = PlainServer.from_jaas(jaas)
+    assert server.authenticate(plain_token("alice", "s3")) == "alice"
+    for token in (plain_token("alice", "bad"), plain_token("eve", "s3"), b"alice\x00s3", b"x\x00alice\x00s3"):
+        with pytest.raises(SaslError, match="Authentication failed|Invalid SASL/PLAIN"):
+            server.authenticate(token)
+
+
+def test_certificate_principal_is_kafkas_rfc2253_dn():
+    cert = {"subject": ((("countryName", "US"),), (("organizationName", "pylog, inc"),),
+                        (("organizationalUnitName", "eng"),), (("commonName", "alice"),))}
+    assert certificate_principal(cert) == "User:CN=alice,OU=eng,O=pylog\\, inc,C=US"
+    assert certificate_principal(None) is None and certificate_principal({}) is None
+
+
+@pytest.mark.parametrize("props, error", [
+    ({"listener.security.protocol.map": "EXTERNAL:TLS"}, "NAME:PROTOCOL"),
+    ({"sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI not served"),
+    ({"inter.broker.listener.name": "NOPE"}, "not one of listeners"),
+    ({"listener.security.protocol.map": "PLAINTEXT:SSL"}, "needs ssl.keystore.location"),
+    ({"listener.security.protocol.map": "PLAINTEXT:SSL", "ssl.keystore.location": "/k",
+      "ssl.keystore.type": "JKS"}, "PEM files only"),
+])
+def test_listener_security_config_errors_name_the_key(props, error):
+    with pytest.raises(ValueError, match=error):
+        security_from_properties(props, ["PLAINTEXT"])
+
+
+def test_listener_security_config_maps_names():
+    security, known = security_from_properties({
+        "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT,EXTERNAL:PLAINTEXT",
+        "inter.broker.listener.name": "internal",
+        "listener.name.internal.plain.sasl.jaas.config": 'x required username="a" password="b";',
+        "connections.max.reauth.ms": "60000"}, ["INTERNAL", "EXTERNAL"])
+    assert security.inter_broker_listener_name == "INTERNAL"
+    assert security.listeners["INTERNAL"].uses_sasl and not security.listeners["EXTERNAL"].uses_sasl
+    assert security.listeners["INTERNAL"].jaas["PLAIN"].username == "a"
+    assert security.connections_max_reauth_ms == 60000 and "listener.name.internal.plain.sasl.jaas.config" in known
+
+
+# ----------------------------------------------------------------------------- the SASL gate
+
+class _Dispatcher:
+    def __init__(self) -> None:
+        self.frames = 0
+
+    async def handle(self, frame):
+        self.frames += 1
+        return [b"served"]
+
+
+class _Store:
+    def __init__(self, credentials) -> None:
+        self.credentials = credentials
+
+    async def lookup(self, user, mechanism):
+        return self.credentials.get((user, mechanism))
+
+
+def _gate(now, reauth_ms=0):
+    security, _ = security_from_properties({
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.jaas.config": 'x required user_admin="admin-secret" user_bob="bob-secret";'}, ["SASL_PLAINTEXT"])
+    store = _Store({("alice", "SCRAM-SHA-256"): credential_from_password("SCRAM-SHA-256", "alice-secret", b"x" * 16)})
+    dispatcher = _Dispatcher()
+    return SaslAuthenticator(dispatcher, security.listeners["SASL_PLAINTEXT"], store, lambda: now[0], reauth_ms), dispatcher
+
+
+def _in_connection(coroutine_fn):
+    """Run ``coroutine_fn(state)`` as a connection's requests run: in one context whose
+    connection_state() is a fresh dict."""
+    context = contextvars.copy_context()
+    state = {}
+    context.run(network._CONNECTION_STATE.set, state)
+
+    async def main():
+        return await asyncio.get_running_loop().create_task(coroutine_fn(state), context=context)
+    return asyncio.run(main())
+
+
+def _exchange(gate, client: SaslClient, version: int = 2) -> int:
+    correlation = iter(range(1, 100))
+
+    async def request(api_key, api_version, body):
+        frame = encode_request(api_key, api_version, next(correlation), "t", body)
+        try:
+            chunks = await gate.handle(frame)
+        except AnswerAndClose as final:
+            chunks = final.response
+        data = b"".join(bytes(c) for c in chunks)[4:]  # the chunks carry the size prefix
+        return decode_response(api_key, api_version, data)[1]
+    return client.exchange_async(request, version)
+
+
+def test_gate_closes_early_requests_and_serves_after_scram():
+    now = [0]
+    gate, dispatcher = _gate(now)
+
+    async def run(state):
+        with pytest.raises(CloseConnection):
+            await gate.handle(encode_request(ApiKey.METADATA, 1, 1, "t", {"topics": []}))
+        await _exchange(gate, SaslClient("SCRAM-SHA-256", "alice", "alice-secret"))
+        assert state["authenticated"] and network.principal() == "User:alice"
+        assert await gate.handle(encode_request(ApiKey.METADATA, 1, 9, "t", {"topics": []})) == [b"served"]
+    _in_connection(run)
+    assert dispatcher.frames == 1
+
+
+def test_gate_reauthentication_keeps_the_principal_and_expiry_closes():
+    now = [0]
+    gate, dispatcher = _gate(now, reauth_ms=1000)
+    metadata = encode_request(ApiKey.METADATA, 1, 9, "t", {"topics": []})
+
+    async def run(state):
+        lifetime = await _exchange(gate, SaslClient("PLAIN", "admin", "admin-secret"))
+        assert lifetime == 1000
+        now[0] = 900
+        assert await _exchange(gate, SaslClient("PLAIN", "admin", "admin-secret")) == 1000  # re-authenticated
+        now[0] = 1800  # within the new session
+        assert await gate.handle(metadata) == [b"served"]
+        from broker.security.sasl_client import SaslAuthenticationError
+        with pytest.raises(SaslAuthenticationError, match="error 34"):  # ILLEGAL_SASL_STATE
+            await _exchange(gate, SaslClient("SCRAM-SHA-256", "alice", "alice-secret"))  # another mechanism
+    _in_connection(run)
+
+    async def other_user(state):
+        await _exchange(gate, SaslClient("PLAIN", "admin", "admin-secret"))
+        from broker.security.sasl_client import SaslAuthenticationError
+        with pytest.raises(SaslAuthenticationError, match="Cannot change principals"):
+            await _exchange(gate, SaslClient("PLAIN", "bob", "bob-secret"))
+    now[0] = 0
+    _in_connection(other_user)
+
+    async def expired(state):
+        await _exchange(gate, SaslClient("PLAIN", "admin", "admin-secret"))
+        now[0] += 1000
+        with pytest.raises(CloseConnection, match="expired"):
+            await gate.handle(metadata)
+    now[0] = 0
+    _in_connection(expired)
