@@ -14,8 +14,9 @@ issue, for pylog):
    their new assignment; range assignor, 12 partitions, ``heartbeat.interval.ms`` 100 (the other
    members learn of the rebalance from a heartbeat).
 2. **offset commits from one client** (target >= 20,000 commits/s, p99 <= 10 ms): ``commit_async``
-   of one partition's offset per OffsetCommit, simple commits (``assign()``), pipelined up to 5
-   in flight; latency from the call to its callback. Kafka serves one request of a connection at
+   of one partition's offset per OffsetCommit, simple commits (``assign()``), pipelined up to 100
+   in flight (the consumer's bound, Kafka's ``CONSUMER_MAX_INFLIGHT_REQUESTS_PER_CONNECTION``);
+   latency from the call to its callback. Kafka serves one request of a connection at
    a time and, in 4.1, gathers coordinator writes for ``group.coordinator.append.linger.ms``
    (5 ms) before appending them: one connection's commits are paced by that linger there.
 3. **coordinator takeover** (target <= 3 s): ``--groups`` x ``--partitions`` distinct committed
@@ -145,7 +146,7 @@ def commit_rows(bench: Bench, systems: GroupSystems) -> None:
     samples = bench.alternate("commits", lambda system, n: rows.commits(
         systems.bootstrap(system), "commits", f"commits-{n}", s.commits_max, s.commit_warm_up,
         s.commit_duration_s, s.timeout_s, systems.broker_pid(system)))
-    note = "commit_async, 1 partition per OffsetCommit, simple commits, 5 in flight, 1 connection"
+    note = "commit_async, 1 partition per OffsetCommit, simple commits, up to 100 in flight, 1 connection"
     load = tools.load_average()
     bench.add("offset commits, 1 client", "commits/s", samples, lambda r: r["commits_per_sec"],
               note=note + "; target >= 20,000/s", load=load)

@@ -61,6 +61,7 @@ __all__ = ["Consumer", "ConsumerRecord", "OffsetAndMetadata", "AUTO_OFFSET_RESET
            "consumer_options_from_properties"]
 
 AUTO_OFFSET_RESET = ("earliest", "latest", "none")
+CONSUMER_INFLIGHT_REQUESTS_MAX = 100  # Kafka ConsumerUtils.CONSUMER_MAX_INFLIGHT_REQUESTS_PER_CONNECTION
 
 TopicPartition = tuple[str, int]
 
@@ -120,7 +121,10 @@ class Consumer:
             fetch_buffer_bytes_max = 2 * max(max_partition_fetch_bytes, min(fetch_max_bytes, 8 << 20))
         if fetch_buffer_bytes_max <= 0:
             raise ValueError(f"fetch_buffer_bytes_max must be positive, got {fetch_buffer_bytes_max}")
-        config = config or ClientConfig()
+        # Kafka's consumer allows 100 requests in flight per connection whatever the config
+        # (ConsumerUtils.CONSUMER_MAX_INFLIGHT_REQUESTS_PER_CONNECTION): commit_async pipelines
+        # that deep before it waits for the oldest answer.
+        config = config or ClientConfig(inflight_requests_max=CONSUMER_INFLIGHT_REQUESTS_MAX)
         if request_timeout_ms is not None:
             config = config.with_(request_timeout_ms=request_timeout_ms)
         if client_id is not None:
