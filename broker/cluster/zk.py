@@ -317,6 +317,27 @@ class KafkaZkClient:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist") from None
         return _parse(path, TopicAssignment.from_json, data, name)
 
+    def add_partitions(self, name: str, new: Mapping[int, Sequence[int]]) -> None:
+        """Add partitions ``new`` (partition -> replicas) to ``/brokers/topics/{t}``, keeping
+        its topic id and any reassignment in progress (``AdminZkClient.addPartitions``); the
+        write is conditional on the version read, so a concurrent change fails it."""
+        path = paths.topic_path(name)
+        try:
+            data, stat = self._read(self._zk.get, path)
+        except zke.NoNodeError:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist") from None
+        current = _parse(path, TopicAssignment.from_json, data, name)
+        clash = sorted(set(new) & set(current.partitions))
+        if clash:
+            raise ClusterError(f"{name} already has partitions {clash}")
+        partitions = {**current.partitions, **{p: list(r) for p, r in new.items()}}
+        validate_new_assignment(partitions)
+        extended = TopicAssignment(partitions, current.adding_replicas, current.removing_replicas, current.topic_id)
+        try:
+            self._zk.set(path, extended.to_json(), version=stat.version)
+        except zke.BadVersionError:
+            raise ClusterError(f"{path} changed while adding partitions; try again") from None
+
     def get_topic_config(self, name: str) -> dict[str, str]:
         """The topic's config overrides; none (``{}``) when ``/config/topics/{t}`` is absent."""
         path = paths.topic_config_path(name)

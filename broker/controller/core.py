@@ -279,6 +279,22 @@ class ControllerCore:
                 batch.add_leader_and_isr([r for r in ctx.replicas(tp) if r in live], tp)
         self._trigger_online_partition_state_change(batch)
 
+    def on_partitions_added(self, topic: str) -> list[Send]:
+        """CreatePartitions lengthened the topic's assignment: its new partitions go NewPartition
+        -> OnlinePartition (Kafka's ``onNewPartitionCreation``); the others are untouched."""
+        ctx = self._require()
+        known = set(ctx.assignments.get(topic, {}))
+        live = ctx.live_ids()
+        batch = self._batch()
+        added = [tp for tp in self._load_topic(topic) if tp[1] not in known]
+        for tp in added:
+            ctx.move_partition(tp, _P.NEW)
+            for replica in ctx.replicas(tp):
+                ctx.move_replica(tp, replica, _R.NEW)
+                ctx.move_replica(tp, replica, _R.ONLINE if replica in live else _R.OFFLINE)
+        self._initialize_leaders(added, batch)
+        return batch.build()
+
     def _forget_topic(self, topic: str, batch: RequestBatch) -> None:
         """The topic's znodes are gone (deleted through DeleteTopics or by a tool): replicas stop
         and delete their logs, states walk to NonExistent through the deletion states."""

@@ -37,6 +37,7 @@ from broker.cluster.layout import generate_topic_id
 from broker.cluster.zk import KafkaZkClient
 from broker.controller import ControllerCore, ControllerSettings
 from broker.controller.core import ShutdownResult
+from broker.controller.partitions import PartitionPlanError, plan_new_partitions
 from broker.server.controller_channel import ControllerChannelManager
 from broker.server.metadata import ClusterSnapshot
 from broker.wire import ErrorCode
@@ -176,6 +177,10 @@ class ControllerService:
             if result is None:
                 result = ShutdownResult(ErrorCode.NOT_CONTROLLER, [], [])
             value = (result.error_code, result.remaining)
+        elif kind == "partitions":  # CreatePartitions wrote new partitions: elect their leaders
+            if self.core.active:
+                await self._core_event(self.core.on_partitions_added, *args)
+            value = None
         else:  # "topics": a topic was just written; create its partition states now
             if self.core.active:
                 await self._core_event(self.core.on_topic_change)
@@ -277,6 +282,30 @@ class ControllerService:
         if self.core.active:
             await self._call("topics", ())
             self._request_refresh(topics={name})
+        return _OK
+
+    async def create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None,
+                                validate_only: bool) -> OpResult:
+        """CreatePartitions on the controller: plan (``broker.controller.partitions``), write the
+        longer assignment, then give the new partitions leaders before answering."""
+        if not self.core.active:
+            return ErrorCode.NOT_CONTROLLER, "this broker is not the controller"
+        async with self._lock:
+            try:
+                current = await asyncio.to_thread(self._zk.get_topic_assignment, name)
+                brokers = sorted(self.core.ctx.live_ids()) if self.core.ctx is not None else []
+                plan = plan_new_partitions(name, current.partitions, count, assignments, brokers, self.rng)
+                if validate_only:
+                    return _OK
+                await asyncio.to_thread(self._zk.add_partitions, name, plan)
+            except PartitionPlanError as exc:
+                return exc.error_code, exc.message
+            except ClusterError as exc:
+                return exc.kafka_error_code, str(exc)
+            except KazooException as exc:
+                return ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {exc!r}"
+        await self._call("partitions", (name,))
+        self._request_refresh(topics={name})
         return _OK
 
     async def delete_topic(self, name: str) -> OpResult:

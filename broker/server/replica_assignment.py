@@ -17,16 +17,18 @@ __all__ = ["assign_replicas"]
 
 def assign_replicas(
     broker_ids: Sequence[int], partitions: int, replication_factor: int, rng: Random,
-    start_index: int = -1,
+    start_index: int = -1, start_partition: int = 0,
 ) -> dict[int, list[int]]:
-    """partition -> replica list. Needs ``1 <= replication_factor <= len(broker_ids)``."""
+    """partition -> replica list. Needs ``1 <= replication_factor <= len(broker_ids)``.
+    ``start_partition`` numbers partitions added to an existing topic (CreatePartitions), as
+    Kafka's ``startPartitionId``: the spread continues where the topic's ended."""
     brokers = sorted(broker_ids)
     n = len(brokers)
     assert partitions >= 1 and 1 <= replication_factor <= n, (partitions, replication_factor, n)
     start = start_index if start_index >= 0 else rng.randrange(n)
     shift = start_index if start_index >= 0 else rng.randrange(n)
     assignment: dict[int, list[int]] = {}
-    for partition in range(partitions):
+    for partition in range(start_partition, start_partition + partitions):
         if partition > 0 and partition % n == 0:
             shift += 1
         first = (partition + start) % n

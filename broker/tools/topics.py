@@ -1,4 +1,4 @@
-"""``pylog topics {create,list,describe,delete}``: Kafka's ``kafka-topics.sh`` over ``AdminClient``.
+"""``pylog topics {create,list,describe,alter,delete}``: Kafka's ``kafka-topics.sh`` over ``AdminClient``.
 
 User mistakes (a bad name, a missing option value, a topic that already exists, an unreachable
 broker) raise ``ValueError`` with one line of explanation; ``pylog``'s main prints it and exits
@@ -66,6 +66,13 @@ def add_topics_parser(subparsers) -> argparse.ArgumentParser:
     only.add_argument("--unavailable-partitions", action="store_true",
                       help="only partitions without a live leader")
 
+    alter = actions.add_parser("alter", help="add partitions to a topic (kafka-topics --alter)")
+    _common(alter)
+    alter.add_argument("--topic", required=True, help="topic name")
+    alter.add_argument("--partitions", type=int, required=True, help="the new, larger partition count")
+    alter.add_argument("--replica-assignment", default=None, metavar="B1:B2,B3:B4",
+                       help="replicas of each new partition (colon-separated brokers, comma between partitions)")
+
     delete = actions.add_parser("delete", help="delete a topic")
     _common(delete)
     delete.add_argument("--topic", required=True, help="topic name")
@@ -127,6 +134,21 @@ def _create(admin: AdminClient, args, out: TextIO, err: TextIO | None) -> int:
     return 0
 
 
+def _alter(admin: AdminClient, args, out: TextIO, err: TextIO | None) -> int:
+    """CreatePartitions. As kafka-topics, ``--replica-assignment`` lists every partition's
+    replicas and only those past the current count are sent. Keys map to partitions by
+    ``murmur2(key) % partitions``: most keys move to another partition from now on."""
+    from broker.client.partition_admin import create_partitions
+
+    assignments = None
+    if args.replica_assignment is not None:
+        rows = [[int(b) for b in part.split(":")] for part in args.replica_assignment.split(",")]
+        current = len(next(t for t in admin.describe_topics([args.topic])).partitions)
+        assignments = rows[current:]
+    create_partitions(admin, args.topic, args.partitions, assignments)
+    return 0
+
+
 def _list(admin: AdminClient, args, out: TextIO, err: TextIO | None) -> int:
     for name in admin.list_topics(include_internal=not args.exclude_internal):
         print(name, file=out)
@@ -183,4 +205,4 @@ def _ids(ids) -> str:
     return ",".join(str(i) for i in ids)
 
 
-_ACTIONS = {"create": _create, "list": _list, "describe": _describe, "delete": _delete}
+_ACTIONS = {"create": _create, "list": _list, "describe": _describe, "delete": _delete, "alter": _alter}

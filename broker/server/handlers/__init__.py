@@ -15,6 +15,7 @@ from broker.server.handlers import (
     api_versions,
     controlled_shutdown,
     create_acls,
+    create_partitions,
     create_topics,
     delete_acls,
     delete_groups,
@@ -77,6 +78,7 @@ _MODULES: tuple[ModuleType, ...] = (
     sasl_handshake, sasl_authenticate,
     describe_user_scram_credentials, alter_user_scram_credentials,  # SCRAM users in ZooKeeper
     alter_configs, incremental_alter_configs,  # dynamic configs (ZooKeeper, config_changes)
+    create_partitions,  # on the controller (broker.controller.partitions)
 )
 
 HANDLERS: MappingProxyType[int, ModuleType] = MappingProxyType(

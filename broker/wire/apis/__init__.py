@@ -35,6 +35,11 @@ from broker.wire.apis.alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from broker.wire.apis.create_partitions import (
+    CREATE_PARTITIONS,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+)
 from broker.wire.apis.api_versions import API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse
 from broker.wire.apis.controlled_shutdown import (
     CONTROLLED_SHUTDOWN,
@@ -204,6 +209,7 @@ __all__ = [
     "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse",
     "AlterConfigsRequest", "AlterConfigsResponse",
     "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse",
+    "CreatePartitionsRequest", "CreatePartitionsResponse",
 ]
 
 
@@ -244,6 +250,7 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     LIST_PARTITION_REASSIGNMENTS = 46
@@ -268,7 +275,7 @@ _ALL = (
     DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS,
     DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
     SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS,
-    ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS,
+    ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS,
 )
 
 API_SPECS: MappingProxyType[int, ApiSpec] = MappingProxyType({spec.key: spec for spec in _ALL})
@@ -299,6 +306,7 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     # Dynamic configs (issue 18), Kafka 4.1's versions.
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
     # What Kafka 4's Java admin client asks before falling back to Metadata (kafka-topics).
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),

@@ -1,15 +1,23 @@
-"""Dynamic configs on a real 3-broker cluster (issue 18): IncrementalAlterConfigs and
+"""Operations on a real 3-broker cluster (issue 18).
+
+Dynamic configs: IncrementalAlterConfigs and
 AlterConfigs from confluent-kafka's admin client change topics, one broker and the cluster
 default while an acks=all producer writes; the changes apply without a restart (a record over
 the new max.message.bytes is refused, a smaller segment.bytes rolls segments), DescribeConfigs shows their sources and
 synonyms, ZooKeeper holds them as Kafka does, and bad input gets Kafka's errors with nothing
 changed. Nothing acknowledged is lost or duplicated.
 
+CreatePartitions: ``pylog topics alter --partitions`` under the same load; the producer and a
+consumer group (librdkafka) pick the new partitions up; too few partitions, or replicas on a
+broker that does not exist, get Kafka's errors with nothing changed.
+
 One cluster for the module.
 """
 
 from __future__ import annotations
 
+import argparse
+import io
 import json
 import threading
 import time
@@ -22,12 +30,14 @@ from confluent_kafka.admin import (
     ConfigEntry,
     ConfigResource,
     ConfigSource,
+    NewPartitions,
     NewTopic,
 )
 from kazoo.client import KazooClient
 
 from broker.client import AdminClient as PylogAdmin
 from broker.client.config_admin import OP_SET, RESOURCE_BROKER, describe_configs, incremental_alter_configs
+from broker.tools.topics import add_topics_parser, run_topics
 from conftest import ClusterFactory
 
 pytestmark = [pytest.mark.integration]
@@ -93,25 +103,28 @@ def _produce_one(bootstrap: str, value: bytes) -> KafkaError | None:
 class _Load:
     """An acks=all idempotent producer writing numbered records until stopped."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, topic: str = TOPIC) -> None:
+        self.topic = topic
+        self.partitions: set[int] = set()
         self.acked: list[int] = []
         self.failed = 0
         self._stop = threading.Event()
         self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                   "linger.ms": 5})
+                                   "linger.ms": 5, "topic.metadata.refresh.interval.ms": 500})
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _delivered(self, err, msg) -> None:
         if err is None:
             self.acked.append(int(msg.value()))
+            self.partitions.add(msg.partition())
         else:
             self.failed += 1
 
     def _run(self) -> None:
         n = 0
         while not self._stop.is_set():
-            self._producer.produce(TOPIC, str(n).encode(), key=str(n % 7).encode(), on_delivery=self._delivered)
+            self._producer.produce(self.topic, str(n).encode(), key=str(n % 7).encode(), on_delivery=self._delivered)
             self._producer.poll(0.002)
             n += 1
         self._producer.flush(DEADLINE_S)
@@ -122,10 +135,10 @@ class _Load:
         return self.acked
 
 
-def _consume_all(bootstrap: str, expected: int) -> list[int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "dyn-check", "auto.offset.reset": "earliest",
+def _consume_all(bootstrap: str, expected: int, topic: str = TOPIC) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check", "auto.offset.reset": "earliest",
                          "enable.auto.commit": False})
-    consumer.subscribe([TOPIC])
+    consumer.subscribe([topic])
     seen: list[int] = []
     deadline = time.monotonic() + DEADLINE_S
     try:
@@ -215,3 +228,58 @@ def test_bad_input_gets_kafkas_error_and_changes_nothing(cluster, admin, kind, n
     if before:
         after = _describe(admin, kind, name)
         assert {k: v.value for k, v in after.items()} == {k: v.value for k, v in before.items()}
+
+
+# --------------------------------------------------------------------------- CreatePartitions
+
+GROWN = "grown"
+
+
+def _partition_count(admin, topic: str) -> int:
+    return len(admin.list_topics(topic, timeout=5).topics[topic].partitions)
+
+
+def _pylog_topics(cluster, *args: str) -> str:
+    out = io.StringIO()
+    parser = argparse.ArgumentParser()
+    add_topics_parser(parser.add_subparsers(dest="command"))
+    assert run_topics(parser.parse_args(["topics", *args, "--bootstrap-server", cluster.bootstrap]), out) == 0
+    return out.getvalue()
+
+
+def test_create_partitions_under_load_groups_and_producers_follow(cluster, admin):
+    admin.create_topics([NewTopic(GROWN, 2, 3, config={"min.insync.replicas": "2"})])[GROWN].result(DEADLINE_S)
+    _wait(lambda: _partition_count(admin, GROWN) == 2, "the topic")
+    member = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "grown-group",
+                       "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 500})
+    member.subscribe([GROWN])
+    load = _Load(cluster.bootstrap, GROWN)
+    try:
+        _wait(lambda: member.poll(0.2) is not None and len(member.assignment()) == 2, "the member's 2 partitions")
+        _pylog_topics(cluster, "alter", "--topic", GROWN, "--partitions", "4")
+        assert _partition_count(admin, GROWN) == 4
+        _wait(lambda: {2, 3} <= load.partitions, "the producer to write to the new partitions")
+        _wait(lambda: (member.poll(0.2), len(member.assignment()) == 4)[1], "the group to take the new partitions")
+    finally:
+        acked = load.stop()
+        member.close()
+    seen = _consume_all(cluster.bootstrap, len(acked), GROWN)
+    assert load.failed == 0
+    assert len(seen) == len(set(seen)), "a record was duplicated"
+    assert sorted(seen) == sorted(acked), "an acknowledged record was lost"
+
+
+@pytest.mark.parametrize("count, assignment, code", [
+    (3, None, KafkaError.INVALID_PARTITIONS),
+    (4, None, KafkaError.INVALID_PARTITIONS),
+    (5, [[1, 2, 9]], KafkaError.INVALID_REPLICA_ASSIGNMENT),
+    (5, [[1, 2]], KafkaError.INVALID_REPLICA_ASSIGNMENT),
+])
+def test_create_partitions_bad_input_changes_nothing(cluster, admin, count, assignment, code):
+    before = _partition_count(admin, GROWN)
+    assert before == 4  # after the test above
+    new = NewPartitions(GROWN, count) if assignment is None else NewPartitions(GROWN, count, assignment)
+    with pytest.raises(KafkaException) as err:
+        admin.create_partitions([new])[GROWN].result(DEADLINE_S)
+    assert err.value.args[0].code() == code
+    assert _partition_count(admin, GROWN) == before
