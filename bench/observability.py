@@ -15,7 +15,11 @@ and rendering run 5x as often as the default). ``--topics`` extra topics of 2 pa
    and while ``--scrapers`` concurrent scrapers GET ``/metrics`` of broker 2 (each every
    ``--scrape-interval-s``; 0 = back to back), alternating, ``--runs`` times; medians of p99. The
    scrapers run in their own process (threads, bounded by the run's duration) and report how
-   many scrapes they completed.
+   many scrapes they completed. A third arm aims the same scrapers at a dummy server (another
+   process serving the same bytes): the machine carries the scrapers' own CPU in both storm arms,
+   so storm / storm-elsewhere is the broker's share of the storm's effect.
+3. **Broker CPU per scrape** (printed last; ``--cost-only`` runs only this): the watched broker's
+   CPU time during 10 s of the storm without produce, minus 10 s idle, over the scrapes done.
 
 The machine is shared: the 1-minute load average is printed with every number.
 """
@@ -122,9 +126,49 @@ print(done[0], errors[0])
 """
 
 
+DUMMY = r"""
+import sys, http.server, socketserver
+body = open(sys.argv[2], "rb").read()
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+def dummy_server(port: int, body_path: Path) -> subprocess.Popen:
+    """The same /metrics bytes served by another process: scrapers aimed here load the machine as
+    a storm does, without touching the broker (the storm's cost to the broker = storm - this)."""
+    return subprocess.Popen([sys.executable, "-c", DUMMY, str(port), str(body_path)])
+
+
 def storm(url: str, scrapers: int, interval_s: float, seconds: float) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", SCRAPER, url, str(scrapers), str(interval_s), str(seconds)],
                             stdout=subprocess.PIPE, text=True)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def scrape_cost(pid: int, url: str, scrapers: int, interval_s: float, seconds: float = 10.0) -> dict:
+    """The broker's CPU per scrape: its CPU time during a storm (no produce) minus an idle
+    period of the same length, over the scrapes done. Load-insensitive, unlike latency."""
+    start = cpu_seconds(pid)
+    time.sleep(seconds)
+    idle = cpu_seconds(pid) - start
+    start = cpu_seconds(pid)
+    done, errors = map(int, storm(url, scrapers, interval_s, seconds).communicate(timeout=seconds + 60)[0].split())
+    busy = cpu_seconds(pid) - start
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        size = len(answer.read())
+    return {"scrapes": done, "errors": errors, "broker_cpu_idle_s": idle, "broker_cpu_storm_s": busy,
+            "broker_cpu_per_scrape_us": 1e6 * max(0.0, busy - idle) / max(1, done), "exposition_bytes": size,
+            "load": load()}
 
 
 def median(rows: list[dict], key: str) -> float:
@@ -140,6 +184,7 @@ def main() -> int:
     parser.add_argument("--scrapers", type=int, default=100)
     parser.add_argument("--scrape-interval-s", type=float, default=1.0)
     parser.add_argument("--topics", type=int, default=50)
+    parser.add_argument("--cost-only", action="store_true", help="only the broker CPU per scrape")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="pylog-bench-observability-") as tmp:
@@ -164,6 +209,10 @@ def main() -> int:
             create_topic(bootstrap, "on", 1, 2)
             for i in range(args.topics):
                 create_topic(bootstrap, f"filler-{i}", 2, 2)
+            if args.cost_only:
+                print(json.dumps(scrape_cost(watched.pid, f"http://127.0.0.1:{metrics_port}/metrics",
+                                             args.scrapers, args.scrape_interval_s), indent=2))
+                return 0
             perf(bootstrap, "off", 2000, -1)  # warm-up: connections, numba caches
             perf(bootstrap, "on", 2000, -1)
 
@@ -178,18 +227,31 @@ def main() -> int:
             report["overhead"]["throughput_on_over_off"] = ratio
 
             seconds = args.storm_records / args.rate
-            storms = {"unloaded": [], "storm": []}
-            for _ in range(args.runs):
-                storms["unloaded"].append(perf(bootstrap, "on", args.storm_records, args.rate))
-                scrapers = storm(f"http://127.0.0.1:{metrics_port}/metrics", args.scrapers,
-                                 args.scrape_interval_s, seconds + 2)
-                row = perf(bootstrap, "on", args.storm_records, args.rate)
-                done, errors = map(int, scrapers.communicate(timeout=120)[0].split())
-                storms["storm"].append({**row, "scrapes": done, "scrape_errors": errors})
+            body = root / "metrics.txt"
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as answer:
+                body.write_bytes(answer.read())
+            dummy_port = reserve_free_port()
+            dummy = dummy_server(dummy_port, body)
+            storms = {"unloaded": [], "storm": [], "storm_elsewhere": []}
+            try:
+                for _ in range(args.runs):
+                    storms["unloaded"].append(perf(bootstrap, "on", args.storm_records, args.rate))
+                    for arm, url in (("storm", f"http://127.0.0.1:{metrics_port}/metrics"),
+                                     ("storm_elsewhere", f"http://127.0.0.1:{dummy_port}/metrics")):
+                        scrapers = storm(url, args.scrapers, args.scrape_interval_s, seconds + 2)
+                        row = perf(bootstrap, "on", args.storm_records, args.rate)
+                        done, errors = map(int, scrapers.communicate(timeout=120)[0].split())
+                        storms[arm].append({**row, "scrapes": done, "scrape_errors": errors})
+            finally:
+                dummy.terminate()
             p99 = {k: median(rows, "p99_ms") for k, rows in storms.items()}
             report["storm"] = {"scrapers": args.scrapers, "scrape_interval_s": args.scrape_interval_s,
                                "rate": args.rate, "p99_ms_median": p99,
-                               "p99_storm_over_unloaded": p99["storm"] / p99["unloaded"], "runs": storms}
+                               "p99_storm_over_unloaded": p99["storm"] / p99["unloaded"],
+                               "p99_storm_over_storm_elsewhere": p99["storm"] / p99["storm_elsewhere"],
+                               "runs": storms}
+            report["scrape_cost"] = scrape_cost(watched.pid, f"http://127.0.0.1:{metrics_port}/metrics",
+                                                args.scrapers, args.scrape_interval_s)
             print(json.dumps(report, indent=2))
         finally:
             for process in brokers:

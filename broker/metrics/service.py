@@ -26,7 +26,7 @@ from broker.metrics.collector import SnapshotCollector
 from broker.metrics.config import MetricsConfig
 from broker.metrics.http import MetricsHttpServer, Page
 from broker.metrics.requests import RequestMetrics
-from broker.metrics.state import broker_state
+from broker.metrics.state import LAG_ROWS_MAX, broker_state
 from broker.metrics.status_page import STATUS_PAGE
 from broker.wire import ApiKey, ListOffsetsRequest
 
@@ -127,8 +127,12 @@ class MetricsService:
         if core is None:
             return
         wanted: dict[int, set[tuple[str, int]]] = {}
+        budget = LAG_ROWS_MAX
         for shard in list(getattr(core, "_shards", {}).values()):
-            for offsets in shard.offsets.values():
+            for offsets in list(shard.offsets.values()):
+                if len(offsets) > budget:
+                    continue
+                budget -= len(offsets)
                 for topic, index in offsets:
                     leader = _leader(snapshot, topic, index)
                     if leader >= 0 and leader != broker_id:

@@ -200,11 +200,31 @@ def test_consumer_lag_follows_commits_and_produce(cluster):
     wait_until(lambda: lag() == 30, "lag 30")
     produce(cluster, "lagging", 5)
     wait_until(lambda: lag() == 35, "lag 35")
-    commit(cluster, "lag-group", "lagging", 45)
+    # the writer of the Spark source's offsets.store=kafka (spark_log/_io.open_offset_store)
+    from broker.client.offset_store import KafkaOffsetStore
+    with KafkaOffsetStore(cluster.bootstrap) as store:
+        store.commit("lag-group", {("lagging", 0): 45})
     wait_until(lambda: total(cluster, "kafka_consumergroup_current_offset", consumergroup="lag-group") == 45,
                "committed 45")
     wait_until(lambda: lag() == 0 and total(cluster, "kafka_coordinator_group_groupmetadatamanager_numgroups") >= 1,
                "lag 0")
+
+
+def test_open_transactions_and_their_end_are_reported(cluster):
+    create_topic(cluster, "txn-topic")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "observed-txn"})
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce("txn-topic", value=b"x")
+    producer.flush(DEADLINE_S)
+    wait_until(lambda: total(cluster, "kafka_coordinator_transaction_open") == 1
+               and total(cluster, "kafka_coordinator_transaction_oldest_open_age_seconds") > 0,
+               "one open transaction with an age")
+    before = total(cluster, "kafka_coordinator_transaction_ended_total", result="committed")
+    producer.commit_transaction(DEADLINE_S)
+    wait_until(lambda: total(cluster, "kafka_coordinator_transaction_open") == 0
+               and total(cluster, "kafka_coordinator_transaction_ended_total", result="committed") == before + 1,
+               "the transaction committed and no longer open")
 
 
 def test_http_surface_is_read_only(cluster):
@@ -251,14 +271,24 @@ def browser():
         driver.quit()
 
 
-def page_rows(driver, selector: str) -> list:
-    from selenium.webdriver.common.by import By
-    return driver.find_elements(By.CSS_SELECTOR, selector)
+# The page redraws its tables every second (new elements), so every read is one script that
+# returns plain values: no element reference can go stale between finding and reading it.
+_READ_ROW = """
+const row = document.querySelector(arguments[0]);
+if (!row) return null;
+const cell = row.querySelector(arguments[1] || "td");
+return {cls: row.className, text: cell ? cell.textContent : null,
+        background: cell ? getComputedStyle(cell).backgroundColor : null};
+"""
+
+
+def read_row(driver, selector: str, cell: str = "td") -> dict | None:
+    return driver.execute_script(_READ_ROW, selector, cell)
 
 
 def lag_on_page(driver, group: str, topic: str) -> int | None:
-    rows = page_rows(driver, f'#groups tr[data-group="{group}"][data-topic="{topic}"] td.lag')
-    return int(rows[0].text) if rows and rows[0].text.isdigit() else None
+    row = read_row(driver, f'#groups tr[data-group="{group}"][data-topic="{topic}"]', "td.lag")
+    return int(row["text"]) if row and row["text"] and row["text"].isdigit() else None
 
 
 def coordinator_of(cluster: Cluster, group: str) -> int:
@@ -279,7 +309,7 @@ def test_status_page_shows_topics_lag_and_under_replication(cluster, browser):
 
     # lag, on the page of the group's coordinator: shown, grows, falls
     browser.get(cluster.url(coordinator_of(cluster, "page-group")))
-    wait_until(lambda: page_rows(browser, '#topics tr[data-topic="page-topic"]'), "page-topic on the page")
+    wait_until(lambda: read_row(browser, '#topics tr[data-topic="page-topic"]'), "page-topic on the page")
     wait_until(lambda: lag_on_page(browser, "page-group", "page-topic") == 15, "lag 15 on the page")
     produce(cluster, "page-topic", 10)
     wait_until(lambda: lag_on_page(browser, "page-group", "page-topic") == 25, "lag grows to 25")
@@ -292,13 +322,13 @@ def test_status_page_shows_topics_lag_and_under_replication(cluster, browser):
     follower = cluster.broker(next(r for r in row["replicas"] if r != leader))
     browser.get(cluster.url(leader))
     selector = '#topics tr[data-topic="page-topic"]'
-    wait_until(lambda: page_rows(browser, selector), "page-topic on the leader's page")
-    assert page_rows(browser, selector)[0].get_attribute("class") != "under-replicated"
+    wait_until(lambda: read_row(browser, selector), "page-topic on the leader's page")
+    assert read_row(browser, selector)["cls"] != "under-replicated"
     follower.popen.send_signal(signal.SIGSTOP)
     try:
-        wait_until(lambda: page_rows(browser, selector)[0].get_attribute("class") == "under-replicated",
+        wait_until(lambda: read_row(browser, selector)["cls"] == "under-replicated",
                    "the partition highlighted", timeout_s=DEADLINE_S)
-        color = page_rows(browser, selector + " td")[0].value_of_css_property("background-color")
+        color = read_row(browser, selector)["background"]
         assert color.replace(" ", "") in ("rgba(255,170,170,1)", "rgb(255,170,170)"), color
         browser.save_screenshot(str(Path(os.environ.get("PYLOG_SCREENSHOT_DIR", "/tmp")) / "pylog-status-page.png"))
         metrics = scrape(cluster, leader)
@@ -306,6 +336,6 @@ def test_status_page_shows_topics_lag_and_under_replication(cluster, browser):
         assert metrics[("kafka_server_replicamanager_isrshrinks_total", ())] >= 1
     finally:
         follower.popen.send_signal(signal.SIGCONT)
-    wait_until(lambda: page_rows(browser, selector)[0].get_attribute("class") == "",
+    wait_until(lambda: read_row(browser, selector)["cls"] == "",
                "the partition back in sync", timeout_s=DEADLINE_S)
     assert scrape(cluster, leader)[("kafka_server_replicamanager_isrexpands_total", ())] >= 1
