@@ -16,6 +16,7 @@ from argparse import Namespace
 
 import pytest
 
+from broker.client import AdminClient
 from broker.tools.configs import run_configs
 from peer_support import unique_topic
 from test_peer_kafka_tools import on_both, tool
@@ -136,3 +137,30 @@ def test_kafka_configs_broker_and_default_levels_alike(peers):
         on_both(peers, lambda p: (
             _kafka_configs(p, *broker, "--alter", "--delete-config", "leader.replication.throttled.rate"),
             _kafka_configs(p, *default, "--alter", "--delete-config", "follower.replication.throttled.rate")))
+
+
+# ------------------------------------------------------------------ kafka-topics --alter
+
+_TOPIC_ERROR = re.compile(r"^Error while executing topic command : (?P<message>.*)$", re.M)
+
+
+def test_kafka_topics_alter_partitions_alike(peers):
+    topic = unique_topic("alter-partitions")
+    for peer in peers:
+        peer.create_topic(topic, partitions=2)
+
+    def alter(peer, *extra: str):
+        run = tool("kafka-topics", ["--bootstrap-server", peer.bootstrap, "--alter", "--topic", topic, *extra])
+        error = _TOPIC_ERROR.search(run.out + run.err)
+        return run.returncode, error["message"] if error else None
+
+    grown = on_both(peers, lambda p: (alter(p, "--partitions", "4"), alter(p, "--partitions", "4"),
+                                      alter(p, "--partitions", "5", "--replica-assignment", "1,1,1,1,7")))
+    assert grown["pylog"] == grown["kafka"] == (
+        (0, None),
+        (1, "Topic already has 4 partition(s)."),
+        (1, "The manual partition assignment includes broker 7, but no such broker is registered."),
+    )
+    for peer in peers:
+        with AdminClient(peer.bootstrap) as admin:
+            assert len(admin.describe_topics([topic])[0].partitions) == 4, peer
