@@ -445,11 +445,14 @@ class Sender:
     # ------------------------------------------------------------------ transactions
 
     def set_producer(self, producer_id: int, producer_epoch: int) -> None:
-        """The id and epoch InitProducerId gave a transactional producer (I/O lock held)."""
+        """The id and epoch InitProducerId (or a transaction version 2 EndTxn) gave a
+        transactional producer (I/O lock held). Sequences restart at 0; partitions where the
+        broker knows this producer id stay known: at a new epoch it takes sequence 0 only."""
         with self._state.lock:
+            if producer_id != self._producer_id:
+                self._sequence_known.clear()
             self._producer_id, self._producer_epoch = producer_id, producer_epoch
             self._sequences.clear()
-            self._sequence_known.clear()
             self._state.stats["producer_ids"] += 1
 
     def _partitions_to_add(self, now: float) -> list[tuple[str, int]]:

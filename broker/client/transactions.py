@@ -252,7 +252,11 @@ class Transactions:
             with self._state_lock:
                 started = bool(self._sender.txn_added) or self._offsets_added
             if started:
-                self.client.end_txn(pid, epoch, commit, deadline)
+                bumped = self.client.end_txn(pid, epoch, commit, deadline)
+                if bumped is not None and bumped != (pid, epoch):
+                    # Transaction version 2: the next transaction runs at the new epoch, which
+                    # fences whatever of this one is still on its way (a delayed EndTxn).
+                    self._sender.set_producer(*bumped)
 
         self._coordinated(end_if_started, timeout_ms)
         self._offsets_added = False

@@ -14,9 +14,11 @@ Every call is bounded by ``deadline_ms`` (on the cluster's monotonic clock): pas
 error is raised as ``KafkaTimeoutError``, and the caller may call again (Java's "retry the same
 commitTransaction" rule).
 
-Versions: the client offers the versions of transaction version 1 (no KIP-890 part 2): EndTxn
-<= 4, AddPartitionsToTxn <= 3 (v4+ are brokers' requests), TxnOffsetCommit <= 4, AddOffsetsToTxn
-<= 4, InitProducerId <= 4 (caps in ``connection._client_versions``).
+Versions (caps in ``connection._client_versions``): EndTxn v5 where the coordinator offers it
+(transaction version 2's epoch bump at every EndTxn, KIP-890 part 2: ``end_txn`` returns the
+producer id and epoch to go on with); otherwise, and for everything else, transaction version 1:
+AddPartitionsToTxn <= 3 (explicit: the implicit add of Produce v12 is not offered; v4+ are
+brokers' requests), TxnOffsetCommit <= 4, AddOffsetsToTxn <= 4, InitProducerId <= 4.
 """
 
 from __future__ import annotations
@@ -104,10 +106,17 @@ class TxnCoordinatorClient:
         self._call(ApiKey.TXN_OFFSET_COMMIT, body, error_of, deadline_ms, "TxnOffsetCommit",
                    key=(KEY_TYPE_GROUP, group["group_id"]), max_version=4)
 
-    def end_txn(self, producer_id: int, producer_epoch: int, committed: bool, deadline_ms: float) -> None:
+    def end_txn(self, producer_id: int, producer_epoch: int, committed: bool,
+                deadline_ms: float) -> tuple[int, int] | None:
+        """EndTxn; the (producer id, epoch) the coordinator bumped to when it speaks v5
+        (transaction version 2: the next transaction must use them), else None (same epoch)."""
         body = {"transactional_id": self.transactional_id, "producer_id": producer_id,
                 "producer_epoch": producer_epoch, "committed": committed}
-        self._call(ApiKey.END_TXN, body, lambda r: r.error_code, deadline_ms, "EndTxn", max_version=4)
+        response = self._call(ApiKey.END_TXN, body, lambda r: r.error_code, deadline_ms, "EndTxn",
+                              max_version=5)
+        if getattr(response, "producer_epoch", -1) < 0 or getattr(response, "producer_id", -1) < 0:
+            return None
+        return response.producer_id, response.producer_epoch
 
     # ------------------------------------------------------------------ one call, retried
 

@@ -312,9 +312,11 @@ def test_partitions_added_while_produce_requests_are_in_flight(txn_peer):
 
 def test_prepared_transaction_past_its_timeout_cannot_commit(txn_peer):
     """Why transaction_timeout_ms must outlast prepare -> complete: the coordinator aborts a
-    transaction open longer (both peers check every second here) and bumps the epoch, so the
-    stored epoch is fenced: complete_transaction(commit) raises ProducerFencedError and nothing
-    of it is ever visible."""
+    transaction open longer (both peers check every second here) and bumps the epoch, so
+    complete_transaction(commit) is refused and nothing of it is ever visible. The client sends
+    EndTxn v5 (transaction version 2): Apache Kafka, at transaction.version 2, stores its timeout
+    abort as a version-2 decision, so the stale epoch reads as a retry of the other decision
+    (INVALID_TXN_STATE); pylog's fence abort is a version-0 decision (PRODUCER_FENCED)."""
     from broker.client.admin import AdminClient
     from broker.client.txn_admin import TxnAdmin
 
@@ -330,8 +332,10 @@ def test_prepared_transaction_past_its_timeout_cannot_commit(txn_peer):
             while (state := txn.describe_transaction(tid).state) != "CompleteAbort":
                 assert time.monotonic() < deadline, f"still {state} after {DEADLINE_S} s"
                 time.sleep(0.1)
-        with Producer(txn_peer.bootstrap) as driver, pytest.raises(ProducerFencedError):
+        with Producer(txn_peer.bootstrap) as driver, pytest.raises(KafkaError) as refused:
             driver.complete_transaction(prepared, commit=True, timeout_ms=DEADLINE_MS)
+        expected = {"kafka": ErrorCode.INVALID_TXN_STATE, "pylog": ErrorCode.PRODUCER_FENCED}[txn_peer.name]
+        assert refused.value.code == expected
     assert read_all(txn_peer, topic, 1, "read_committed", 0) == []
 
 

@@ -113,9 +113,6 @@ TXN_VERSION_DIFFERENCES = {
     # v5 may answer TRANSACTION_ABORTABLE (KIP-890 part 2); no client of pylog's needs it, and
     # pylog has no transaction version 2. (v6, KIP-939, Kafka 4.1 marks unstable and hides.)
     ApiKey.INIT_PRODUCER_ID: (0, 4),
-    # v5 is transaction version 2 (KIP-890 part 2: the epoch bumped at every commit, returned in
-    # the answer); reference coordinators.md section 6: not advertised until pylog has it.
-    ApiKey.END_TXN: (0, 4),
     # v2 adds the transactional-id pattern filter (KIP-1152), which pylog's core does not apply.
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     # v5 is transaction version 2 too (KIP-890 part 2: the offsets partition added implicitly,

@@ -128,7 +128,7 @@ def test_partitions_are_added_in_one_request_before_their_first_produce(kafka):
         producer.commit_transaction(5_000)
     assert kafka.coordinator.added == [[("t", 0), ("t", 1), ("t", 2)], [("t", 0)]]
     assert all(h.api_version <= 3 for h, _ in requests(kafka, ApiKey.ADD_PARTITIONS_TO_TXN))
-    assert all(h.api_version <= 4 for h, _ in requests(kafka, ApiKey.END_TXN))
+    assert all(h.api_version == 5 for h, _ in requests(kafka, ApiKey.END_TXN))  # offered: v5
     assert kafka.coordinator.ended == [True, True]
     produces = [r for _, r in requests(kafka, ApiKey.PRODUCE)]
     assert produces and all(r.transactional_id == "tx-unit" for r in produces)

@@ -56,10 +56,10 @@ CASES = [(key, v) for key in REQUESTS for v in range(SERVED_API_VERSIONS[key][0]
 
 def test_advertised_versions():
     """Kafka 4.1 advertises AddPartitionsToTxn 0-5, AddOffsetsToTxn 0-4, EndTxn 0-5,
-    DescribeTransactions 0, ListTransactions 0-2 (its message JSON); pylog leaves out EndTxn v5
-    (transaction version 2) and ListTransactions v2 (id pattern filter)."""
+    DescribeTransactions 0, ListTransactions 0-2 (its message JSON); pylog leaves out
+    ListTransactions v2 (id pattern filter)."""
     assert {k: SUPPORTED_API_VERSIONS[k] for k in REQUESTS} == {
-        ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5), ApiKey.ADD_OFFSETS_TO_TXN: (0, 4), ApiKey.END_TXN: (0, 4),
+        ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5), ApiKey.ADD_OFFSETS_TO_TXN: (0, 4), ApiKey.END_TXN: (0, 5),
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0), ApiKey.LIST_TRANSACTIONS: (0, 1)}
 
 

@@ -89,10 +89,10 @@ def test_a_load_that_does_not_resume_prepared_transactions_is_caught(monkeypatch
 def test_a_core_that_lets_an_old_epoch_end_a_transaction_is_caught(monkeypatch):
     original = apis.end_transaction
 
-    def epoch_blind(core, shard, meta, producer_id, producer_epoch, commit, from_client, now_ms, done):
+    def epoch_blind(core, shard, meta, producer_id, producer_epoch, commit, from_client, now_ms, done, **kw):
         if from_client:
             producer_epoch = meta.producer_epoch
-        return original(core, shard, meta, producer_id, producer_epoch, commit, from_client, now_ms, done)
+        return original(core, shard, meta, producer_id, producer_epoch, commit, from_client, now_ms, done, **kw)
     monkeypatch.setattr(apis, "end_transaction", epoch_blind)
     _first_failure("zombie")
 
@@ -102,12 +102,12 @@ def test_answering_end_txn_before_the_prepare_is_written_is_caught(monkeypatch):
     a coordinator move then loses an acknowledged commit."""
     original = apis.end_transaction
 
-    def eager(core, shard, meta, producer_id, producer_epoch, commit, from_client, now_ms, done):
+    def eager(core, shard, meta, producer_id, producer_epoch, commit, from_client, now_ms, done, **kw):
         if not from_client or meta.state is not apis.S.Ongoing or meta.pending is not None \
                 or (producer_id, producer_epoch) != (meta.producer_id, meta.producer_epoch):
-            return original(core, shard, meta, producer_id, producer_epoch, commit, from_client, now_ms, done)
+            return original(core, shard, meta, producer_id, producer_epoch, commit, from_client, now_ms, done, **kw)
         effects = done(0, now_ms)
         return effects + original(core, shard, meta, producer_id, producer_epoch, commit, from_client,
-                                  now_ms, lambda code, now: [])
+                                  now_ms, lambda code, now: [], **kw)
     monkeypatch.setattr(apis, "end_transaction", eager)
     _first_failure("has no marker")

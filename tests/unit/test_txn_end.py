@@ -84,11 +84,54 @@ def test_commit_answers_after_prepare_write_then_markers_then_complete():
     assert d.answer(d.end(pid, epoch, False)).error_code == INVALID_STATE
 
 
-def test_end_txn_v5_answer_carries_producer_id_and_epoch():
+def test_end_txn_v5_bumps_the_epoch_and_answers_the_new_one():
+    """Transaction version 2 (KIP-890 part 2): the decision is written at the next epoch, its
+    markers carry it and the answer hands it to the producer; a retry (the old epoch) of the
+    decision answers NONE and the new epoch, the opposite decision INVALID_TXN_STATE, and the
+    new epoch itself may not end a transaction that has not begun (Kafka's rules)."""
     d = Driver()
     pid, epoch = _open(d)
     r = d.answer(d.end(pid, epoch, True, version=5))
-    assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch)
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch + 1)
+    (marker,) = d.markers_sent
+    assert (marker.producer_epoch, marker.committed) == (epoch + 1, True)
+    meta = d.state()
+    assert (meta.state, meta.producer_epoch, meta.last_producer_epoch, meta.client_transaction_version) == \
+        (TxnState.CompleteCommit, epoch + 1, epoch, 2)
+    retry = d.answer(d.end(pid, epoch, True, version=5))
+    assert (retry.error_code, retry.producer_id, retry.producer_epoch) == (0, pid, epoch + 1)
+    assert d.answer(d.end(pid, epoch, False, version=5)).error_code == INVALID_STATE
+    assert d.answer(d.end(pid, epoch + 1, True, version=5)).error_code == FENCED
+    d.load(0, epoch=2)  # a new coordinator: the stored version keeps recognizing the retry
+    assert d.answer(d.end(pid, epoch, True, version=5)).error_code == 0
+    assert len(d.markers_sent) == 1
+
+
+def test_end_txn_v5_delayed_past_the_next_transaction_is_fenced():
+    """The issue's fault: an EndTxn(commit) of transaction 1 delayed in the network until the
+    producer (whose retry got the answer) has begun transaction 2 at the new epoch. It is
+    PRODUCER_FENCED and transaction 2 stays open; its own EndTxn aborts it."""
+    d = Driver()
+    pid, epoch = _open(d)
+    r = d.answer(d.end(pid, epoch, True, version=5))
+    assert set(_codes_v3(d.answer(d.add(pid, r.producer_epoch, [("t", 3)]))).values()) == {0}
+    assert d.answer(d.end(pid, epoch, True, version=5)).error_code == FENCED  # the delayed one
+    assert d.answer(d.end(pid, epoch, True, version=4)).error_code == FENCED
+    assert d.state().state is TxnState.Ongoing and d.state().partitions == {("t", 3)}
+    assert d.answer(d.end(pid, r.producer_epoch, False, version=5)).producer_epoch == epoch + 2
+    assert [(m.committed, m.partitions) for m in d.markers_sent] == \
+        [(True, (("t", 0), ("t", 1))), (False, (("t", 3),))]
+
+
+def test_end_txn_v4_delayed_past_the_next_transaction_commits_it():
+    """Why transaction version 2 exists: at v0-4 the epoch stays, so the same delayed EndTxn
+    commits transaction 2 (what the v5 test above rules out)."""
+    d = Driver()
+    pid, epoch = _open(d)
+    assert d.answer(d.end(pid, epoch, True, version=4)).error_code == 0
+    _codes_v3(d.answer(d.add(pid, epoch, [("t", 3)])))
+    assert d.answer(d.end(pid, epoch, True, version=4)).error_code == 0
+    assert d.markers_sent[-1].committed and d.markers_sent[-1].partitions == (("t", 3),)
 
 
 def test_end_txn_errors():

@@ -141,25 +141,28 @@ def _end_txn(core, token, api_version: int, request, now_ms: int) -> list:
     if meta is None:
         return reply(rsp.INVALID_PRODUCER_ID_MAPPING)
     return end_transaction(core, shard, meta, request.producer_id, request.producer_epoch,
-                           request.committed, True, now_ms, reply)
+                           request.committed, True, now_ms, reply, bump_epoch=api_version >= 5)
 
 
 def end_transaction(core, shard, meta: TxnMetadata, producer_id: int, producer_epoch: int,
-                    commit: bool, from_client: bool, now_ms: int, done) -> list:
-    """Kafka's endTransaction (transaction version 0): Ongoing -> Prepare* written, answered,
-    then markers; a retry of a finished decision answers NONE, the opposite one INVALID_TXN_STATE.
-    Not from a client: the fence of a timed-out or re-initialized producer (already bumped)."""
+                    commit: bool, from_client: bool, now_ms: int, done, bump_epoch: bool = False) -> list:
+    """Kafka's endTransaction: Ongoing -> Prepare* written, answered, then markers; a retry of
+    a finished decision answers NONE, the opposite one INVALID_TXN_STATE. ``bump_epoch``: an
+    EndTxn v5+ (transaction version 2, ``TxnMetadata.prepare_end``). Not from a client: the
+    fence of a timed-out or re-initialized producer (already bumped)."""
     if meta.producer_id != producer_id:
         return done(rsp.INVALID_PRODUCER_ID_MAPPING, now_ms)
-    if not ((not from_client or producer_epoch == meta.producer_epoch)
-            and producer_epoch >= meta.producer_epoch):
+    if not meta.end_epoch_valid(producer_epoch, from_client):
         return done(rsp.PRODUCER_FENCED, now_ms)
     fencing = meta.pending is S.PrepareEpochFence
     if meta.pending is not None and not fencing:
         return done(rsp.CONCURRENT_TRANSACTIONS, now_ms)
     state = meta.state
     if state is S.Ongoing:
-        transit = meta.prepare_end(commit, now_ms)
+        # At the last epoch before exhaustion a bump is not possible (Kafka then rotates the
+        # producer id, which pylog does not yet): that decision is taken at transaction version 0.
+        bump = bump_epoch and from_client and not fencing and not is_epoch_exhausted(meta.producer_epoch + 1)
+        transit = meta.prepare_end(commit, now_ms, bump_epoch=bump)
 
         def written(code, now):
             if code != 0:

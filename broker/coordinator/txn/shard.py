@@ -33,6 +33,7 @@ def transit_value(transit) -> bytes | None:
         else records.partitions_schema(transit.partitions),
         transaction_last_update_timestamp_ms=transit.last_update_ms,
         transaction_start_timestamp_ms=transit.start_ms,
+        client_transaction_version=transit.client_transaction_version,
     ))
 
 
@@ -61,5 +62,6 @@ def replay(partition: int, coordinator_epoch: int, entries) -> Shard:
             timeout_ms=v.transaction_timeout_ms, state=state,
             previous_producer_id=v.previous_producer_id, partitions=partitions,
             start_ms=v.transaction_start_timestamp_ms,
-            last_update_ms=v.transaction_last_update_timestamp_ms)
+            last_update_ms=v.transaction_last_update_timestamp_ms,
+            client_transaction_version=v.client_transaction_version)
     return shard

@@ -81,6 +81,9 @@ class Transit:
     partitions: frozenset  # frozenset[tuple[str, int]]
     start_ms: int
     last_update_ms: int
+    # 2: the transition of an EndTxn v5+ (transaction version 2, KIP-890 part 2), which bumped
+    # the epoch; retries of it are then recognized by the epoch one lower (``end_epoch_valid``).
+    client_transaction_version: int = 0
 
 
 @dataclass
@@ -97,11 +100,13 @@ class TxnMetadata:
     last_update_ms: int = -1
     pending: TxnState | None = None
     has_failed_epoch_fence: bool = False
+    client_transaction_version: int = 0
 
     def current(self) -> Transit:
         return Transit(self.producer_id, self.previous_producer_id, self.producer_epoch,
                        self.last_producer_epoch, self.timeout_ms, self.state,
-                       frozenset(self.partitions), self.start_ms, self.last_update_ms)
+                       frozenset(self.partitions), self.start_ms, self.last_update_ms,
+                       self.client_transaction_version)
 
     def _prepare(self, **changes) -> Transit:
         transit = replace(self.current(), **changes)
@@ -137,10 +142,35 @@ class TxnMetadata:
         self.last_producer_epoch = NO_PRODUCER_EPOCH
         self.pending = S.PrepareEpochFence
 
-    def prepare_end(self, commit: bool, now_ms: int) -> Transit:
+    def prepare_end(self, commit: bool, now_ms: int, bump_epoch: bool = False) -> Transit:
+        """Ongoing -> Prepare*. ``bump_epoch`` (an EndTxn v5+, transaction version 2): the
+        decision is written at the next epoch, which its markers carry and the answer hands to
+        the producer, so any request of the ended transaction that arrives late (an EndTxn, a
+        Produce) is fenced instead of acting on the next transaction (Kafka's
+        ``prepareAbortOrCommit``). A fence (``PrepareEpochFence``) has bumped already."""
+        state = S.PrepareCommit if commit else S.PrepareAbort
         if self.pending is S.PrepareEpochFence:
             self.pending = None  # the fence continues as this abort (from Ongoing)
-        return self._prepare(state=S.PrepareCommit if commit else S.PrepareAbort, last_update_ms=now_ms)
+            return self._prepare(state=state, last_update_ms=now_ms, client_transaction_version=0)
+        if bump_epoch:
+            return self._prepare(state=state, last_update_ms=now_ms, producer_epoch=self.producer_epoch + 1,
+                                 last_producer_epoch=self.producer_epoch, client_transaction_version=2)
+        return self._prepare(state=state, last_update_ms=now_ms, client_transaction_version=0)
+
+    def end_epoch_valid(self, producer_epoch: int, from_client: bool) -> bool:
+        """May an EndTxn at ``producer_epoch`` act on this state (else PRODUCER_FENCED)?
+        After a transaction version 2 decision the stored epoch is one higher than the one the
+        ended transaction used: only a retry (epoch + 1 == stored) may see Prepare*/Complete*,
+        and the next transaction (Ongoing, Empty) needs the stored epoch itself, so a delayed
+        EndTxn of the previous transaction never ends the next one (Kafka's
+        ``endTransaction`` isValidEpoch). Transaction version 0/1: the stored epoch exactly
+        (higher too when not from a client: a fence already bumped)."""
+        if self.client_transaction_version >= 2 and self.pending is not S.PrepareEpochFence:
+            if self.state in (S.Ongoing, S.Empty, S.Dead):
+                return producer_epoch == self.producer_epoch
+            return producer_epoch + 1 == self.producer_epoch
+        return ((not from_client or producer_epoch == self.producer_epoch)
+                and producer_epoch >= self.producer_epoch)
 
     def prepare_complete(self, now_ms: int) -> Transit:
         done = S.CompleteCommit if self.state is S.PrepareCommit else S.CompleteAbort
@@ -161,6 +191,7 @@ class TxnMetadata:
         self.partitions = set(transit.partitions)
         self.start_ms = transit.start_ms
         self.last_update_ms = transit.last_update_ms
+        self.client_transaction_version = transit.client_transaction_version
         self.pending = None
         if transit.state in (S.CompleteCommit, S.CompleteAbort):
             self.has_failed_epoch_fence = False

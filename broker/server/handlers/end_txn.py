@@ -1,9 +1,8 @@
-"""EndTxn (key 26), v0-4: commit or abort a producer's transaction. The core answers once the
+"""EndTxn (key 26), v0-5: commit or abort a producer's transaction. The core answers once the
 PrepareCommit/PrepareAbort record is replicated; the markers follow (``txn_markers``).
 
-v5 (KIP-890 part 2, transaction version 2: the epoch bumped at every commit, returned in the
-answer) is not advertised although Kafka 4.1 advertises it: pylog has no transaction version 2
-(tests/peer/test_peer_versions.py names the difference).
+v5 (KIP-890 part 2, transaction version 2): the coordinator bumps the epoch with the decision
+and the answer carries the producer id and epoch to go on with (``TxnMetadata.prepare_end``).
 """
 
 from __future__ import annotations

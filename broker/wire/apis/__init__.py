@@ -322,13 +322,16 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
-    # Transactions (broker/server/txn_coordinator.py), at Kafka 4.1's versions except EndTxn v5
-    # (KIP-890 part 2, transaction version 2) and ListTransactions v2 (KIP-1152 id pattern).
+    # Transactions (broker/server/txn_coordinator.py), at Kafka 4.1's versions except
+    # ListTransactions v2 (KIP-1152 id pattern). EndTxn v5 bumps the epoch at every EndTxn
+    # (KIP-890 part 2); the rest of transaction version 2 (Produce v12's implicit
+    # AddPartitionsToTxn, TxnOffsetCommit v5) is not served, so ApiVersions does not finalize
+    # the transaction.version feature: Java clients then stay at transaction version 1.
     # AddPartitionsToTxn v4-5 are the broker-to-broker verification form (KIP-890 part 1), which
     # clients never send; advertised, as by Kafka, so that other brokers' requests are served.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
-    ApiKey.END_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 5),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.WRITE_TXN_MARKERS: (1, 1),  # broker to broker; Kafka 4.1 serves v1 only (KIP-896)
