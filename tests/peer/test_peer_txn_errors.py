@@ -168,6 +168,39 @@ def test_end_txn_retried_is_idempotent_and_the_opposite_decision_is_refused(wire
     assert (state.last_stable_offset, state.aborted_first_offsets) == (3, [] if committed else [0])
 
 
+def test_end_txn_v5_delayed_past_the_next_transaction_is_fenced(wire, topic):
+    """The fault "an EndTxn delayed past a new transaction of the same id" with transaction
+    version 2 (EndTxn v5, KIP-890 part 2): the commit bumps the epoch and answers the new one;
+    the next transaction runs at it; the first EndTxn arriving again then (held by the network,
+    the producer's retry having been answered) is PRODUCER_FENCED and does not commit the open
+    transaction, whose own abort hides its record. At v0-4 it would have committed it."""
+    def end_v5(committed: bool, epoch: int):
+        def request():
+            answer = wire.call(ApiKey.END_TXN, {"transactional_id": wire.transactional_id,
+                                                "producer_id": wire.producer_id, "producer_epoch": epoch,
+                                                "committed": committed}, 5)
+            return ErrorCode(answer.error_code).name, answer
+        return wire.retried(request, "EndTxn v5")
+
+    assert wire.init() == "NONE"
+    first_epoch = wire.epoch
+    assert wire.add_partitions([(topic, 0)]) == {(topic, 0): "NONE"}
+    assert wire.produce(topic, 0, [b"first"]) == ("NONE", 0)
+    error, answer = end_v5(True, first_epoch)
+    assert (error, answer.producer_id, answer.producer_epoch) == ("NONE", wire.producer_id, first_epoch + 1)
+    wire.wait_for_state("CompleteCommit")
+    wire.epoch, wire.sequences = answer.producer_epoch, {}  # a new epoch starts at sequence 0
+    assert wire.add_partitions([(topic, 0)]) == {(topic, 0): "NONE"}
+    assert wire.produce(topic, 0, [b"second"]) == ("NONE", 2)
+    assert wire.end(True, version=5, epoch=first_epoch, retry=False) == "PRODUCER_FENCED"  # the delayed one
+    assert summary(wire) == (0, "Ongoing", first_epoch + 1, {topic: [0]})
+    assert end_v5(False, wire.epoch)[0] == "NONE"
+    wire.wait_for_state("CompleteAbort")
+    state = partition_state(wire.peer, topic)
+    assert [b.marker for b in state.batches] == [None, "COMMIT", None, "ABORT"]
+    assert (state.last_stable_offset, state.aborted_first_offsets) == (4, [2])
+
+
 def test_a_produce_to_a_partition_not_added_is_refused(wire, topic):
     """KIP-890 part 1 (transaction verification, on by default since Kafka 3.6): a transactional
     produce to a partition the transaction has not added is INVALID_TXN_STATE and appends
