@@ -76,8 +76,10 @@ class ClusterView:
     """Driver-side lookups over one ``AdminClient``. Not picklable; ``close()`` when done."""
 
     def __init__(self, bootstrap_servers: str, *, isolation_level: str = "read_uncommitted",
-                 request_timeout_ms: int | None = None, client_id: str = "pylog-spark-driver") -> None:
-        config = ClientConfig(client_id=client_id)
+                 request_timeout_ms: int | None = None, client_id: str = "pylog-spark-driver",
+                 config: ClientConfig | None = None) -> None:
+        """``config``: the options' client config (TLS/SASL), None for PLAINTEXT."""
+        config = (config or ClientConfig()).with_(client_id=client_id)
         if request_timeout_ms is not None:
             config = config.with_(request_timeout_ms=request_timeout_ms)
         self._admin = AdminClient(bootstrap_servers, config=config)
@@ -130,7 +132,8 @@ class ClusterView:
 
 
 def open_offset_store(store: str, *, bootstrap_servers: str, zookeeper_connect: str | None,
-                      zookeeper_session_timeout_ms: int, request_timeout_ms: int | None = None):
+                      zookeeper_session_timeout_ms: int, request_timeout_ms: int | None = None,
+                      config: ClientConfig | None = None):
     """The store named by the ``offsets.store`` option, connected; ``close()`` (or ``with``) it.
     ``kafka``: Kafka's ``__consumer_offsets`` through the group coordinator of
     ``bootstrap_servers``; ``zookeeper``: ``/consumers/<group>/offsets`` under ``zookeeper_connect``."""
@@ -140,7 +143,7 @@ def open_offset_store(store: str, *, bootstrap_servers: str, zookeeper_connect: 
     assert store == "kafka", f"unknown offsets store {store!r}"
     from broker.client.offset_store import KafkaOffsetStore  # only queries that use it need it
 
-    config = ClientConfig(client_id="pylog-spark-offsets")
+    config = (config or ClientConfig()).with_(client_id="pylog-spark-offsets")
     if request_timeout_ms is not None:
         config = config.with_(request_timeout_ms=request_timeout_ms)
     return KafkaOffsetStore(bootstrap_servers, config=config)

@@ -36,7 +36,8 @@ _T = TypeVar("_T")
 def open_view(options: SourceOptions) -> _io.ClusterView:
     return _io.ClusterView(options.bootstrap_servers,
                            isolation_level=str(options.consumer.get("isolation_level", "read_uncommitted")),
-                           request_timeout_ms=options.consumer.get("request_timeout_ms"))
+                           request_timeout_ms=options.consumer.get("request_timeout_ms"),
+                           config=options.consumer.get("config"))
 
 
 def with_retries(options: SourceOptions, what: str, fn: Callable[[], _T], *,
@@ -66,7 +67,8 @@ def _open_offset_store(options: SourceOptions):
     return _io.open_offset_store(options.offsets_store, bootstrap_servers=options.bootstrap_servers,
                                  zookeeper_connect=options.zookeeper_connect,
                                  zookeeper_session_timeout_ms=options.zookeeper_session_timeout_ms,
-                                 request_timeout_ms=options.consumer.get("request_timeout_ms"))
+                                 request_timeout_ms=options.consumer.get("request_timeout_ms"),
+                                 config=options.consumer.get("config"))
 
 
 def fetch_group_offsets(options: SourceOptions, topics: Iterable[str]) -> dict[TopicPartition, int]:

@@ -365,16 +365,38 @@ def _check_stream_only(opts: dict, mode: str | None, warnings: list[str]) -> Non
                 warnings.append(f"Option '{name}' is ignored in batch queries")
 
 
+def _security_settings(params: dict) -> dict:
+    """``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*`` as Spark's Kafka connector
+    passes them to its clients: ``{"config": ClientConfig(security=...)}`` for the client kwargs
+    (picklable; ``broker.client.security``), or nothing for PLAINTEXT."""
+    from broker.client.config import ClientConfig
+    from broker.client.security import SECURITY_PROPERTY_NAMES, client_security
+
+    props = {key: value for key, value in params.items() if key in SECURITY_PROPERTY_NAMES}
+    if not props:
+        return {}
+    try:
+        security = client_security(props)
+    except (ValueError, OSError) as exc:  # OSError: an unreadable truststore/keystore file
+        raise OptionError(f"Kafka security options: {exc}") from None
+    return {"config": ClientConfig(security=security)} if security is not None else {}
+
+
+def _is_security(key: str) -> bool:
+    from broker.client.security import SECURITY_PROPERTY_NAMES
+    return key in SECURITY_PROPERTY_NAMES
+
+
 def _consumer_settings(opts: dict) -> tuple[dict, str | None, list[str]]:
     """kafka.* to ``broker.client.Consumer`` keyword arguments (and the group id)."""
     params = _kafka_params(opts)
-    settings: dict[str, object] = {}
+    settings: dict[str, object] = _security_settings(params)
     warnings: list[str] = []
     for key, value in params.items():
         if key in _UNSUPPORTED_CONSUMER:
             raise OptionError(f"Kafka option 'kafka.{key}' is not supported: {_UNSUPPORTED_CONSUMER[key]}")
     for key, value in params.items():
-        if key in ("bootstrap.servers", "group.id"):
+        if key in ("bootstrap.servers", "group.id") or _is_security(key):
             continue
         if key == "isolation.level":
             if value not in ("read_uncommitted", "read_committed"):
@@ -509,13 +531,13 @@ SINK_PRODUCER_DEFAULTS = {"batch_bytes_max": 1 << 20, "linger_ms": 5}
 
 def _producer_settings(opts: dict) -> tuple[dict, list[str]]:
     params = _kafka_params(opts)
-    settings: dict[str, object] = {}
+    settings: dict[str, object] = _security_settings(params)
     warnings: list[str] = []
     for key in params:
         if key in _UNSUPPORTED_PRODUCER:
             raise OptionError(f"Kafka option 'kafka.{key}' is not supported: {_UNSUPPORTED_PRODUCER[key]}")
     for key, value in params.items():
-        if key == "bootstrap.servers":
+        if key == "bootstrap.servers" or _is_security(key):
             continue
         if key == "acks":
             acks = value.strip().lower()

@@ -10,14 +10,16 @@
 | ``sasl.mechanism`` | PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default: GSSAPI, which pylog does not speak) |
 | ``sasl.username`` / ``sasl.password`` (librdkafka) or ``sasl.jaas.config`` (Java: ``... username="u" password="p";``) | the credentials |
 
-``ClientSecurity`` is built once per client (its SSL context is shared by every connection) and
-never prints the password.
+``ClientSecurity`` keeps the properties it was made from, so it pickles (Spark ships it to
+executors inside the client kwargs); its SSL context is built on first use and shared, per process,
+by every ``ClientSecurity`` of the same properties. It never prints the password.
 """
 
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from broker.security.sasl import parse_jaas
@@ -39,10 +41,20 @@ SECURITY_PROPERTY_NAMES = frozenset({
 @dataclass(frozen=True)
 class ClientSecurity:
     protocol: str = "PLAINTEXT"
-    ssl_context: ssl.SSLContext | None = None
     mechanism: str | None = None
     username: str | None = None
     password: str | None = None
+    ssl_properties: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # sorted ssl.* items
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if self.protocol not in ("SSL", "SASL_SSL"):
+            return None
+        with _CONTEXTS_LOCK:
+            context = _CONTEXTS.get(self.ssl_properties)
+            if context is None:
+                context = _CONTEXTS[self.ssl_properties] = _ssl_context(dict(self.ssl_properties))
+            return context
 
     def __repr__(self) -> str:
         return f"ClientSecurity({self.protocol}, mechanism={self.mechanism}, user={self.username!r})"
@@ -62,19 +74,12 @@ def client_security(props: Mapping[str, str]) -> ClientSecurity | None:
         raise ValueError(f"security.protocol={protocol} must be one of {', '.join(PROTOCOLS)}")
     if protocol == "PLAINTEXT":
         return None
-    context = None
+    ssl_properties = tuple(sorted((k, str(v)) for k, v in props.items() if k.startswith("ssl.")))
     if protocol in ("SSL", "SASL_SSL"):
         for key in ("ssl.truststore.type", "ssl.keystore.type"):
             if get(key) and get(key).upper() != "PEM":
                 raise ValueError(f"{key}={get(key)}: pylog's client reads PEM files only")
-        identification = props.get("ssl.endpoint.identification.algorithm", "https")
-        context = client_context(SslSettings(
-            get("ssl.keystore.location"), get("ssl.keystore.password"), get("ssl.key.password"),
-            get("ssl.truststore.location") or get("ssl.ca.location"),
-            endpoint_identification_algorithm=str(identification or "").strip().lower()))
-        if get("ssl.certificate.location") and not get("ssl.keystore.location"):
-            context.load_cert_chain(get("ssl.certificate.location"), get("ssl.key.location"),
-                                    password=get("ssl.key.password"))
+        _ssl_context(dict(ssl_properties))  # unreadable files fail here, where the config is given
     mechanism = username = password = None
     if protocol.startswith("SASL_"):
         mechanism = get("sasl.mechanism", "GSSAPI").upper()
@@ -88,5 +93,22 @@ def client_security(props: Mapping[str, str]) -> ClientSecurity | None:
         if not username or password is None:
             raise ValueError("SASL needs sasl.username and sasl.password (or sasl.jaas.config with "
                              "username=\"...\" password=\"...\")")
-    return ClientSecurity(protocol, context, mechanism, username, password)
+    return ClientSecurity(protocol, mechanism, username, password, ssl_properties)
+
+
+_CONTEXTS: dict[tuple, ssl.SSLContext] = {}
+_CONTEXTS_LOCK = threading.Lock()
+
+
+def _ssl_context(props: Mapping[str, str]) -> ssl.SSLContext:
+    get = lambda key: (str(props[key]).strip() or None) if key in props else None  # noqa: E731
+    identification = props.get("ssl.endpoint.identification.algorithm", "https")
+    context = client_context(SslSettings(
+        get("ssl.keystore.location"), get("ssl.keystore.password"), get("ssl.key.password"),
+        get("ssl.truststore.location") or get("ssl.ca.location"),
+        endpoint_identification_algorithm=str(identification or "").strip().lower()))
+    if get("ssl.certificate.location") and not get("ssl.keystore.location"):
+        context.load_cert_chain(get("ssl.certificate.location"), get("ssl.key.location"),
+                                password=get("ssl.key.password"))
+    return context
 

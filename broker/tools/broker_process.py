@@ -124,19 +124,21 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
-def answers_api_versions(host: str, port: int, timeout_s: float = 1.0) -> bool:
+def answers_api_versions(host: str, port: int, timeout_s: float = 1.0, ssl_context=None) -> bool:
     """True if ``host:port`` answers an ApiVersions v0 request without error: the broker has
-    joined the cluster and serves (it binds earlier, but listens only once it is ready)."""
+    joined the cluster and serves (it binds earlier, but listens only once it is ready).
+    ``ssl_context``: a TLS listener (a SASL listener answers ApiVersions before authentication)."""
     request = with_size_prefix(encode_request(ApiKey.API_VERSIONS, 0, 1, "pylog-cluster", ApiVersionsRequest()))
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        with socket.create_connection((host, port), timeout=timeout_s) as raw:
+            sock = ssl_context.wrap_socket(raw, server_hostname=host) if ssl_context is not None else raw
             sock.sendall(request)
             (size,) = _SIZE.unpack(_recv_exactly(sock, 4))
             if not 0 < size <= _PROBE_RESPONSE_BYTES_MAX:
                 return False
             frame = _recv_exactly(sock, size)
         correlation_id, response = decode_response(ApiKey.API_VERSIONS, 0, frame)
-    except (OSError, WireError, EOFError):
+    except (OSError, WireError, EOFError):  # ssl.SSLError is an OSError
         return False
     return correlation_id == 1 and response.error_code == 0
 

@@ -30,6 +30,9 @@ still running after ``--timeout-s``, then stops ZooKeeper; the data stays. Pid f
 process is gone, or whose pid now belongs to another program, are treated as "not running" and
 removed (see ``broker.tools.broker_process``).
 
+``up --security`` (remembered in ``cluster.json``) makes a CA, broker certificates and an admin
+user, serves SASL_SSL only and prints the client settings (``broker.tools.cluster_security``).
+
 User mistakes (bad ``--set``, a port in use, no ZooKeeper installed, a directory without a
 cluster) raise ``ClusterToolError`` (a ``ValueError``) with one line; ``pylog`` prints it.
 """
@@ -54,6 +57,13 @@ from broker.tools.broker_process import (
     port_in_use,
     render_properties,
     stop_brokers,
+)
+from broker.tools.cluster_security import (
+    add_admin_scram,
+    broker_security_properties,
+    client_properties,
+    ensure_security_files,
+    probe_context,
 )
 from broker.tools.zookeeper import (
     DEFAULT_SETTINGS,
@@ -96,6 +106,7 @@ class ClusterSpec:
     port: int
     zookeeper_port: int
     overrides: dict[str, str] = field(default_factory=dict)
+    security: bool = False  # SASL_SSL listeners, a CA and an admin user (--security)
 
     def broker_port(self, broker_id: int) -> int:
         return self.port + broker_id
@@ -132,7 +143,8 @@ class ClusterSpec:
             if not isinstance(overrides, dict) or not all(
                     isinstance(k, str) and isinstance(v, str) for k, v in overrides.items()):
                 raise ValueError("overrides must map strings to strings")
-            spec = cls(int(raw["brokers"]), int(raw["port"]), int(raw["zookeeper_port"]), overrides)
+            spec = cls(int(raw["brokers"]), int(raw["port"]), int(raw["zookeeper_port"]), overrides,
+                       bool(raw.get("security", False)))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ClusterToolError(f"{where} is damaged ({exc}); fix it or use another --dir") from None
         spec.check()
@@ -234,7 +246,8 @@ def internal_topic_settings(brokers: int) -> dict[str, str]:
 def render_broker_config(cluster: ClusterDir, spec: ClusterSpec, broker_id: int) -> str:
     """Broker ``broker_id``'s server.properties text, validated (ClusterToolError if invalid)."""
     template, source = _template(broker_id)
-    listener = f"PLAINTEXT://{HOST}:{spec.broker_port(broker_id)}"
+    protocol = "SASL_SSL" if spec.security else "PLAINTEXT"
+    listener = f"{protocol}://{HOST}:{spec.broker_port(broker_id)}"
     values = {
         "broker.id": str(broker_id),
         "listeners": listener,
@@ -243,6 +256,7 @@ def render_broker_config(cluster: ClusterDir, spec: ClusterSpec, broker_id: int)
         "zookeeper.connect": f"{HOST}:{spec.zookeeper_port}",
         **{k: v for k, v in internal_topic_settings(spec.brokers).items()
            if k not in parse_properties(template)},
+        **(broker_security_properties(cluster.root) if spec.security else {}),
         **spec.overrides,
     }
     if int(spec.overrides.get("metrics.port", "0") or 0):  # broker i serves /metrics on P + i
@@ -261,7 +275,8 @@ def render_broker_config(cluster: ClusterDir, spec: ClusterSpec, broker_id: int)
 
 
 def cluster_up(root: Path, brokers: int | None, port: int | None, zookeeper_port: int | None,
-               overrides: list[str], err: TextIO, timeout_s: float = START_TIMEOUT_S) -> ClusterSpec:
+               overrides: list[str], err: TextIO, timeout_s: float = START_TIMEOUT_S,
+               security: bool = False) -> ClusterSpec:
     """Start whatever of the cluster in ``root`` is not running (creating it if new); returns
     its spec once every broker answers ApiVersions."""
     cluster = ClusterDir(root)
@@ -270,6 +285,12 @@ def cluster_up(root: Path, brokers: int | None, port: int | None, zookeeper_port
     except ConfigError as exc:
         raise ClusterToolError(str(exc)) from None
     spec = _resolve_spec(cluster, brokers, port, zookeeper_port, new_overrides)
+    if security and not spec.security:
+        if cluster.spec_path.exists():
+            raise ClusterToolError(f"{cluster.root} holds a cluster without --security; use another --dir")
+        spec = ClusterSpec(spec.brokers, spec.port, spec.zookeeper_port, spec.overrides, True)
+    if spec.security:
+        ensure_security_files(cluster.root)
     configs = {i: render_broker_config(cluster, spec, i) for i in range(spec.brokers)}
     is_new = not cluster.spec_path.exists()
     with cluster.locked():
@@ -303,7 +324,8 @@ def _resolve_spec(cluster: ClusterDir, brokers: int | None, port: int | None,
         if given is not None and given != kept:
             raise ClusterToolError(f"{cluster.root} holds a cluster with {option} {kept}; "
                                    f"omit {option} to restart it, or use another --dir")
-    spec = ClusterSpec(stored.brokers, stored.port, stored.zookeeper_port, {**stored.overrides, **overrides})
+    spec = ClusterSpec(stored.brokers, stored.port, stored.zookeeper_port, {**stored.overrides, **overrides},
+                       stored.security)
     spec.check()
     return spec
 
@@ -343,8 +365,11 @@ def _start_processes(cluster: ClusterDir, spec: ClusterSpec, zookeeper: ZooKeepe
             cluster.broker_data_dir(process.broker_id).mkdir(parents=True, exist_ok=True)
             spawned.append((process, process.start()))
             started.append(process)
-        _wait_until_serving(spawned, timeout_s)
-        _wait_for_running(cluster, spec, timeout_s)
+        probe = probe_context(cluster.root) if spec.security else None
+        _wait_until_serving(spawned, timeout_s, probe)
+        _wait_for_running(cluster, spec, timeout_s, probe)
+        if spec.security:
+            add_admin_scram(cluster.root, spec.bootstrap_servers())
     except BaseException:
         stop_brokers(started, STOP_TIMEOUT_S)
         if started_zookeeper:
@@ -365,7 +390,7 @@ def _start_zookeeper(zookeeper: ZooKeeperProcess, timeout_s: float) -> None:
         raise ClusterToolError(first) from None
 
 
-def _wait_until_serving(spawned: list, timeout_s: float) -> None:
+def _wait_until_serving(spawned: list, timeout_s: float, probe=None) -> None:
     """Wait until every spawned broker answers ApiVersions; a broker that exits or is still
     silent at the deadline is a ClusterToolError naming its log."""
     deadline = time.monotonic() + timeout_s
@@ -377,7 +402,7 @@ def _wait_until_serving(spawned: list, timeout_s: float) -> None:
                 raise ClusterToolError(
                     f"broker {process.broker_id} exited with status {code} while starting: "
                     f"{process.log_last_line() or '(empty log)'} (log: {process.log_path})")
-            if answers_api_versions(process.host, process.port, timeout_s=1.0):
+            if answers_api_versions(process.host, process.port, timeout_s=1.0, ssl_context=probe):
                 waiting.remove((process, popen))
         if waiting and time.monotonic() >= deadline:
             process = waiting[0][0]
@@ -388,11 +413,11 @@ def _wait_until_serving(spawned: list, timeout_s: float) -> None:
             time.sleep(_PROBE_INTERVAL_S)
 
 
-def _wait_for_running(cluster: ClusterDir, spec: ClusterSpec, timeout_s: float) -> None:
+def _wait_for_running(cluster: ClusterDir, spec: ClusterSpec, timeout_s: float, probe=None) -> None:
     """Brokers that were already running (a previous ``up``) must answer too."""
     deadline = time.monotonic() + timeout_s
     for process in cluster.brokers(spec):
-        while not answers_api_versions(process.host, process.port, timeout_s=1.0):
+        while not answers_api_versions(process.host, process.port, timeout_s=1.0, ssl_context=probe):
             if process.running_pid() is None:
                 raise ClusterToolError(f"broker {process.broker_id} stopped; see {process.log_path}")
             if time.monotonic() >= deadline:
@@ -440,7 +465,8 @@ def cluster_status(root: Path) -> dict:
         pid = process.running_pid()
         brokers.append({
             "id": process.broker_id, "port": process.port, "pid": pid, "alive": pid is not None,
-            "serving": pid is not None and answers_api_versions(process.host, process.port),
+            "serving": pid is not None and answers_api_versions(
+                process.host, process.port, ssl_context=probe_context(root) if spec.security else None),
             "log": str(process.log_path),
         })
     return {
@@ -512,6 +538,8 @@ def add_cluster_parser(subparsers) -> argparse.ArgumentParser:
                     help=f"ZooKeeper's client port (default {DEFAULT_ZOOKEEPER_PORT})")
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker config override for every broker; repeat for several")
+    up.add_argument("--security", action="store_true",
+                    help="SASL_SSL only: make a CA, broker certificates and an admin user; print the client settings")
     up.add_argument("--timeout-s", type=float, default=START_TIMEOUT_S,
                     help=f"how long to wait for each process to serve (default {START_TIMEOUT_S:g})")
 
@@ -539,8 +567,12 @@ def run_cluster(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if getattr(args, "timeout_s", 1.0) <= 0:
         raise ClusterToolError(f"--timeout-s must be positive, got {args.timeout_s}")
     if args.cluster_command == "up":
-        spec = cluster_up(root, args.brokers, args.port, args.zookeeper_port, args.set, err, args.timeout_s)
+        spec = cluster_up(root, args.brokers, args.port, args.zookeeper_port, args.set, err, args.timeout_s,
+                          security=getattr(args, "security", False))
         print(f"bootstrap.servers={spec.bootstrap_servers()}", file=out)
+        if spec.security:  # the client settings (also in security/client.properties)
+            for key, value in client_properties(root).items():
+                print(f"{key}={value}", file=out)
     elif args.cluster_command == "down":
         cluster_down(root, err, args.timeout_s)
     elif args.cluster_command == "scrape-config":

@@ -14,7 +14,9 @@ DYNAMIC_TOPIC_CONFIG), ``--all`` everything. ``--alter`` prints ``Completed upda
 topic t.`` (``... for broker 1.``, ``... default config for brokers in the cluster.``); deleting a
 key the entity does not set is refused before anything is sent (``Invalid config(s): k``), as
 kafka-configs does. A refused change prints ``Error while executing config command ...`` and
-exits 1. Other entity types (``users``: SCRAM credentials) are added by the commands that own them.
+exits 1. ``--entity-type users`` is SCRAM credentials (``broker.tools.user_configs``).
+``--command-config <file>``: the admin client's own properties, as kafka-configs reads them
+(``security.protocol``, ``ssl.*``, ``sasl.*``: ``broker.client.security``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from broker.client import AdminClient, KafkaError
+from broker.client import AdminClient, ClientConfig, KafkaError
 from broker.client.config_admin import (
     OP_DELETE,
     OP_SET,
@@ -38,14 +40,16 @@ __all__ = ["add_configs_parser", "run_configs", "parse_add_config"]
 
 _OWN_SOURCE = {RESOURCE_TOPIC: 1, RESOURCE_BROKER: 2}  # what --describe shows without --all
 _DEFAULT_SOURCE = 3
-_ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER}
+_ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER, "users": None}
 
 
 def add_configs_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("configs", help="describe and alter topic and broker configs (kafka-configs)")
     parser.add_argument("--bootstrap-server", required=True, help="host:port[,host:port...]")
     parser.add_argument("--entity-type", choices=sorted(_ENTITY_TYPES), default=None)
-    parser.add_argument("--entity-name", default=None, help="topic name or broker id")
+    parser.add_argument("--entity-name", default=None, help="topic name, broker id or user name")
+    parser.add_argument("--command-config", default=None, metavar="FILE",
+                        help="admin client properties (security.protocol, ssl.*, sasl.*)")
     parser.add_argument("--entity-default", action="store_true", help="the cluster-wide broker default")
     parser.add_argument("--topic", default=None, help="same as --entity-type topics --entity-name")
     parser.add_argument("--broker", default=None, help="same as --entity-type brokers --entity-name")
@@ -99,13 +103,35 @@ def run_configs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise ValueError("--entity-default applies to --entity-type brokers only")
     resource_type = _ENTITY_TYPES[entity_type]
     try:
-        with AdminClient(args.bootstrap_server) as admin:
+        with AdminClient(args.bootstrap_server, config=_command_config(args.command_config)) as admin:
+            if entity_type == "users":
+                return _users(admin, name, args, out)
             if args.alter:
                 return _alter(admin, resource_type, "" if is_default else name, args, out)
             return _describe(admin, resource_type, name, is_default, args.all, out)
     except KafkaError as exc:
         print(f"Error while executing config command: {exc}", file=err)
         return 1
+
+
+def _command_config(path: str | None) -> ClientConfig | None:
+    if path is None:
+        return None
+    from pathlib import Path
+
+    from broker.client.security import client_security
+    from broker.server.config import parse_properties
+    return ClientConfig(security=client_security(parse_properties(Path(path).read_text())))
+
+
+def _users(admin: AdminClient, name: str | None, args, out: TextIO) -> int:
+    from broker.tools.user_configs import alter_users, describe_users
+    if not args.alter:
+        return describe_users(admin, name, out)
+    if not name:
+        raise ValueError("--alter --entity-type users needs --entity-name")
+    deleted = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
+    return alter_users(admin, name, parse_add_config(args.add_config or ""), deleted, out)
 
 
 def _alter(admin: AdminClient, resource_type: int, name: str | None, args, out: TextIO) -> int:

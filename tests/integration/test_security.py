@@ -18,99 +18,20 @@ from pathlib import Path
 
 import pytest
 
-from broker.tools.certs import make_ca, make_certificate
-from broker.tools.zookeeper import reserve_free_port
+import conftest as fixtures
 from broker.wire import decode_response, encode_request
-from conftest import BrokerProcess, wait_for_controller
+from secure_cluster import AUTH_TIMEOUT_MS, start_secure_cluster
 
 pytestmark = pytest.mark.integration
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient, NewTopic, UserScramCredentialUpsertion, ScramCredentialInfo, ScramMechanism  # noqa: E402
-
-ADMIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-              'username="admin" password="admin-secret" user_admin="admin-secret";')
-AUTH_TIMEOUT_MS = 1500  # authentication.timeout.ms: the slowloris test waits this long
-
-
-class SecureCluster:
-    def __init__(self, root: Path, zk_connect: str) -> None:
-        self.certs = root / "certs"
-        make_ca(self.certs)
-        self.broker_pem = make_certificate(self.certs, "broker", "/CN=localhost/O=pylog")
-        self.client_pem = make_certificate(self.certs, "client", "/CN=alice/OU=eng/O=pylog", hosts=())
-        other = root / "other-ca"
-        make_ca(other, "/CN=other-ca")
-        self.untrusted_pem = make_certificate(other, "mallory", "/CN=mallory", hosts=())
-        self.ca = str(self.certs / "ca.pem")
-        self.brokers: list[BrokerProcess] = []
-        self.sasl_ports: list[int] = []
-        self.ssl_ports: list[int] = []
-        for broker_id in (1, 2):
-            directory = root / f"broker-{broker_id}"
-            directory.mkdir()
-            plain, sasl, tls = reserve_free_port(), reserve_free_port(), reserve_free_port()
-            props = {
-                "broker.id": str(broker_id),
-                "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{sasl},SSL://127.0.0.1:{tls}",
-                "inter.broker.listener.name": "SASL_SSL",
-                "sasl.mechanism.inter.broker.protocol": "PLAIN",
-                "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-                "listener.name.sasl_ssl.plain.sasl.jaas.config": ADMIN_JAAS,
-                "ssl.keystore.type": "PEM",
-                "ssl.keystore.location": str(self.broker_pem),
-                "ssl.truststore.type": "PEM",
-                "ssl.truststore.location": self.ca,
-                "listener.name.ssl.ssl.client.auth": "required",
-                "authentication.timeout.ms": str(AUTH_TIMEOUT_MS),
-                "log.dirs": str(directory / "data"),
-                "zookeeper.connect": zk_connect,
-                "zookeeper.session.timeout.ms": "4000",
-                "offsets.topic.replication.factor": "2",
-                "offsets.topic.num.partitions": "2",
-                "group.initial.rebalance.delay.ms": "0",
-                "controlled.shutdown.enable": "false",  # the last broker would retry for 20 s
-            }
-            config = directory / "server.properties"
-            config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-            self.brokers.append(BrokerProcess(broker_id, plain, config, directory / "broker.log", directory / "data"))
-            self.sasl_ports.append(sasl)
-            self.ssl_ports.append(tls)
-        for broker in self.brokers:
-            broker.start()
-        wait_for_controller(self.brokers)
-
-    @property
-    def sasl_bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{p}" for p in self.sasl_ports)
-
-    def confluent(self, user: str = "admin", password: str = "admin-secret", mechanism: str = "PLAIN", **extra):
-        return {"bootstrap.servers": self.sasl_bootstrap, "security.protocol": "SASL_SSL",
-                "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password,
-                "ssl.ca.location": self.ca, **extra}
-
-    def stop(self) -> None:
-        for broker in self.brokers:
-            broker.stop()
+from confluent_kafka.admin import AdminClient, ScramMechanism  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def secure(zookeeper, tmp_path_factory):
-    root = tmp_path_factory.mktemp("secure")
-    cluster = SecureCluster(root, f"{zookeeper.connect_string}/pylog-secure-{uuid.uuid4().hex[:8]}")
-    try:
-        admin = AdminClient(cluster.confluent())
-        upserts = [UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
-                                                b"alice-secret"),
-                   UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
-                                                b"bob-secret")]
-        for future in admin.alter_user_scram_credentials(upserts, request_timeout=30).values():
-            future.result()
-        topic = "secure-" + uuid.uuid4().hex[:6]
-        admin.create_topics([NewTopic(topic, 2, 2)], request_timeout=30)[topic].result()
-        cluster.topic = topic
-        yield cluster
-    finally:
-        cluster.stop()
+    cluster = start_secure_cluster(tmp_path_factory.mktemp("secure"), zookeeper.connect_string, fixtures)
+    yield cluster
+    cluster.stop()
 
 
 # ------------------------------------------------------------------------------- raw protocol
@@ -184,10 +105,13 @@ def test_kafka_python_scram_sha512(secure):
     producer = kafka.KafkaProducer(acks="all", **settings)
     producer.send(secure.topic, b"from-kafka-python", partition=0).get(timeout=30)
     producer.close()
-    consumer = kafka.KafkaConsumer(**settings, auto_offset_reset="earliest", consumer_timeout_ms=5000)
+    consumer = kafka.KafkaConsumer(**settings, auto_offset_reset="earliest")
     consumer.assign([kafka.TopicPartition(secure.topic, 0)])
-    assert b"from-kafka-python" in {m.value for m in consumer}
+    seen, deadline = set(), time.monotonic() + 30
+    while b"from-kafka-python" not in seen and time.monotonic() < deadline:
+        seen |= {m.value for batch in consumer.poll(timeout_ms=500).values() for m in batch}
     consumer.close()
+    assert b"from-kafka-python" in seen
 
 
 def test_pylog_client_scram_over_sasl_ssl(secure):
@@ -281,3 +205,34 @@ def test_refusals_leave_other_clients_unaffected(secure):
     producer = confluent_kafka.Producer(secure.confluent("alice", "alice-secret", "SCRAM-SHA-256"))
     producer.produce(secure.topic, b"after-refusals")
     assert producer.flush(30) == 0
+
+
+def test_kafka_java_tools_add_a_scram_user_and_produce_as_it(secure, tmp_path):
+    """kafka-configs adds carol (AlterUserScramCredentials, as admin over SASL_SSL/PLAIN), then
+    kafka-console-producer logs in as carol with SCRAM-SHA-256 from a client config file."""
+    from broker.tools.kafka_peer import run_kafka_tool
+    common = (f"security.protocol=SASL_SSL\nssl.truststore.type=PEM\nssl.truststore.location={secure.ca}\n")
+    admin = tmp_path / "admin.properties"
+    admin.write_text(common + "sasl.mechanism=PLAIN\nsasl.jaas.config=org.apache.kafka.common.security.plain."
+                              "PlainLoginModule required username=\"admin\" password=\"admin-secret\";\n")
+    added = run_kafka_tool("kafka-configs", ["--bootstrap-server", secure.sasl_bootstrap, "--command-config",
+                                             str(admin), "--alter", "--entity-type", "users", "--entity-name",
+                                             "carol", "--add-config", "SCRAM-SHA-256=[iterations=4096,password=carol-secret]"])
+    assert added.returncode == 0, added.stderr.decode()[-2000:]
+    carol = tmp_path / "carol.properties"
+    carol.write_text(common + "sasl.mechanism=SCRAM-SHA-256\nsasl.jaas.config=org.apache.kafka.common.security."
+                              "scram.ScramLoginModule required username=\"carol\" password=\"carol-secret\";\n")
+    produced = run_kafka_tool("kafka-console-producer", ["--bootstrap-server", secure.sasl_bootstrap, "--topic",
+                                                         secure.topic, "--producer.config", str(carol)],
+                              input=b"from-java-1\nfrom-java-2\n")
+    assert produced.returncode == 0, produced.stderr.decode()[-2000:]
+    consumer = confluent_kafka.Consumer(secure.confluent("carol", "carol-secret", "SCRAM-SHA-256",
+                                                         **{"group.id": "java-check", "auto.offset.reset": "earliest"}))
+    consumer.subscribe([secure.topic])
+    seen, deadline = set(), time.monotonic() + 30
+    while not {b"from-java-1", b"from-java-2"} <= seen and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.add(message.value())
+    consumer.close()
+    assert {b"from-java-1", b"from-java-2"} <= seen
