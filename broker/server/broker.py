@@ -448,6 +448,8 @@ class Broker:
     async def _close(self) -> None:
         """Release everything that was opened, in reverse order; safe after a failed start."""
         await self._stop_serving()
+        if self.metrics is not None:  # also when the start failed after binding it
+            await self.metrics.close()
         if self.sync is not None:
             self.sync.close()
         if self.configs is not None:
