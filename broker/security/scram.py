@@ -20,6 +20,7 @@ AlterUserScramCredentials' upper bound).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import re
@@ -201,7 +202,7 @@ class ScramClient:
             raise ScramError("Invalid SCRAM server first message")
         if not iterations.isdigit() or not ITERATIONS_MIN <= int(iterations) <= ITERATIONS_MAX:
             raise ScramError(f"Invalid SCRAM iteration count {iterations}")
-        salted = salted_password(self.mechanism, self._password, base64.b64decode(salt), int(iterations))
+        salted = _client_salted_password(self.mechanism, self._password, base64.b64decode(salt), int(iterations))
         without_proof = f"c=biws,r={nonce}"
         auth_message = f"{self._bare},{text},{without_proof}".encode()
         client_key = hmac.digest(salted, b"Client Key", self._digest)
@@ -218,6 +219,15 @@ class ScramClient:
             raise ScramError(f"SCRAM server error: {text[2:]}")
         if not hmac.compare_digest(text.encode(), b"v=" + base64.b64encode(self._server_signature)):
             raise ScramError("Invalid SCRAM server signature")
+
+
+@functools.lru_cache(maxsize=32)
+def _client_salted_password(mechanism: str, password: bytes, salt: bytes, iterations: int) -> bytes:
+    """The client's Hi(), remembered per (password, salt, iterations): RFC 5802 section 5.1 lets a
+    client cache it. A client that opens many connections, or re-authenticates (KIP-368), pays the
+    4096+ PBKDF2 rounds once instead of per login; the broker's cost is unchanged (it holds only
+    StoredKey/ServerKey)."""
+    return salted_password(mechanism, password, salt, iterations)
 
 
 def _text(message: bytes) -> str:
