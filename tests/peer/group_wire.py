@@ -26,7 +26,7 @@ VERSIONS = {
     ApiKey.OFFSET_COMMIT: 9, ApiKey.OFFSET_FETCH: 9, ApiKey.DESCRIBE_GROUPS: 6, ApiKey.LIST_GROUPS: 5,
     ApiKey.DELETE_GROUPS: 2, ApiKey.OFFSET_DELETE: 0,
 }
-SESSION_TIMEOUT_MS = 6_000  # Kafka's group.min.session.timeout.ms, the shortest allowed
+SESSION_TIMEOUT_MS = 6_000  # Kafka's default group.min.session.timeout.ms (the tier allows 1 s)
 REBALANCE_TIMEOUT_MS = 10_000
 CLIENT_ID = "peer-tier"
 _LOADING = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
@@ -201,19 +201,21 @@ class GroupWire:
 
     # ------------------------------------------------------------------ a member, step by step
 
-    def join_new_member(self, group: str, topics: list[str], version: int | None = None) -> tuple[str, object]:
+    def join_new_member(self, group: str, topics: list[str], version: int | None = None,
+                        session_timeout_ms: int = SESSION_TIMEOUT_MS) -> tuple[str, object]:
         """JoinGroup v4+'s two steps (KIP-394): the first answer is MEMBER_ID_REQUIRED with the
         member id to use; the second joins. Returns (member id, second answer)."""
-        first = self.join(group, version=version, protocols=[("range", consumer_subscription(topics))])
+        options = {"protocols": [("range", consumer_subscription(topics))], "session_timeout_ms": session_timeout_ms}
+        first = self.join(group, version=version, **options)
         assert error_name(first.error_code) == "MEMBER_ID_REQUIRED", error_name(first.error_code)
-        second = self.join(group, first.member_id, version=version,
-                           protocols=[("range", consumer_subscription(topics))])
+        second = self.join(group, first.member_id, version=version, **options)
         return first.member_id, second
 
-    def stable_member(self, group: str, topic: str, partitions: list[int]) -> Member:
+    def stable_member(self, group: str, topic: str, partitions: list[int],
+                      session_timeout_ms: int = SESSION_TIMEOUT_MS) -> Member:
         """A one-member group, Stable: the member joins, leads, and syncs ``partitions`` of
         ``topic`` to itself."""
-        member_id, joined = self.join_new_member(group, [topic])
+        member_id, joined = self.join_new_member(group, [topic], session_timeout_ms=session_timeout_ms)
         assert error_name(joined.error_code) == "NONE", error_name(joined.error_code)
         synced = self.sync(group, member_id, joined.generation_id,
                            {member_id: consumer_assignment({topic: partitions})})

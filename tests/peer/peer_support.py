@@ -18,7 +18,10 @@ from broker.client.admin import AdminClient
 # rebalance completes at once (Kafka's group.initial.rebalance.delay.ms is 3 s by default, which
 # ApacheKafkaCluster already lowers to 0), so a group scenario waits for its members only. The
 # transaction coordinator looks for transactions past their transaction.timeout.ms every second
-# (Kafka's default is every 10 s), so a timeout scenario waits about its own timeout.
+# (Kafka's default is every 10 s), so a timeout scenario waits about its own timeout. A group
+# member's session may be as short as 1 s (Kafka's group.min.session.timeout.ms is 6 s), so a
+# scenario that waits for a member to be expelled waits ~1.5 s, not 6.
+GROUP_MIN_SESSION_TIMEOUT_MS = 1_000
 COMMON_BROKER_SETTINGS = {
     "auto.create.topics.enable": "false",
     "message.max.bytes": "1048588",
@@ -27,6 +30,7 @@ COMMON_BROKER_SETTINGS = {
     "log.cleaner.backoff.ms": "100",
     "group.initial.rebalance.delay.ms": "0",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+    "group.min.session.timeout.ms": str(GROUP_MIN_SESSION_TIMEOUT_MS),
 }
 _topic_numbers = itertools.count()
 

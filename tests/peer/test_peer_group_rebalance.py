@@ -15,7 +15,6 @@ import time
 import pytest
 from group_clients import group_peer, unique_group, wait_until  # noqa: F401  (fixture)
 from group_wire import (
-    SESSION_TIMEOUT_MS,
     GroupWire,
     consumer_assignment,
     consumer_subscription,
@@ -28,6 +27,7 @@ from peer_support import unique_topic
 from broker.wire import ApiKey
 
 PARTITIONS = 4
+EXPIRY_SESSION_TIMEOUT_MS = 1_500  # above the tier's group.min.session.timeout.ms (peer_support)
 
 
 @pytest.fixture
@@ -141,17 +141,18 @@ def test_static_member_restart_fences_the_old_member_id(connections, topic):
 
 
 def test_a_member_that_stops_heartbeating_is_expelled(connections, topic):
-    """No heartbeat for session.timeout.ms (6 s): the member is removed, the group is Empty,
-    and the member's next heartbeat is UNKNOWN_MEMBER_ID."""
+    """No heartbeat for session.timeout.ms (1.5 s, the tier's brokers allow from 1 s): the member
+    is removed, the group is Empty, and the member's next heartbeat is UNKNOWN_MEMBER_ID."""
     wire, _, admin = connections
     group = unique_group("expiry")
     admin.ready(group)
-    member = wire.stable_member(group, topic, [0, 1])
+    member = wire.stable_member(group, topic, [0, 1], session_timeout_ms=EXPIRY_SESSION_TIMEOUT_MS)
     last_heartbeat = time.monotonic()
     assert admin.heartbeat(group, member.member_id, member.generation_id) == "NONE"
-    wait_until(lambda: state(admin, group) == ("Empty", []), f"{group} Empty", timeout_s=SESSION_TIMEOUT_MS / 1000 + 10)
+    wait_until(lambda: state(admin, group) == ("Empty", []), f"{group} Empty",
+               timeout_s=EXPIRY_SESSION_TIMEOUT_MS / 1000 + 10)
     expelled_after_s = time.monotonic() - last_heartbeat
-    assert expelled_after_s >= SESSION_TIMEOUT_MS / 1000 - 0.5  # not before its session timed out
+    assert expelled_after_s >= EXPIRY_SESSION_TIMEOUT_MS / 1000 - 0.5  # not before its session timed out
     assert admin.heartbeat(group, member.member_id, member.generation_id) == "UNKNOWN_MEMBER_ID"
 
 
