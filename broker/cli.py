@@ -43,8 +43,10 @@ def _build_parser() -> argparse.ArgumentParser:
     add_peer_parser(sub)
 
     from broker.tools.configs import add_configs_parser
+    from broker.tools.delete_records import add_delete_records_parser
 
     add_configs_parser(sub)
+    add_delete_records_parser(sub)
 
     from broker.tools.acls import add_acls_parser
 
@@ -101,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
             from broker.tools.cluster import run_cluster
 
             return run_cluster(args, sys.stdout, sys.stderr)
+        if args.command == "delete-records":
+            from broker.tools.delete_records import run_delete_records
+
+            return run_delete_records(args, sys.stdout, sys.stderr)
         if args.command == "configs":
             from broker.tools.configs import run_configs
 

@@ -1,14 +1,15 @@
-"""CreatePartitions from the client side (``pylog topics alter --partitions``): to the
-controller, as Kafka's admin client sends it, retried while the controller moves."""
+"""CreatePartitions and DeleteRecords from the client side (``pylog topics alter --partitions``,
+``pylog delete-records``): CreatePartitions to the controller, retried while it moves, as Kafka's
+admin client sends it; DeleteRecords to each partition's leader."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from broker.client.admin import AdminClient, _raise_first
-from broker.wire import ApiKey
+from broker.wire import ApiKey, ErrorCode
 
-__all__ = ["create_partitions"]
+__all__ = ["create_partitions", "delete_records"]
 
 
 def create_partitions(admin: AdminClient, topic: str, count: int,
@@ -24,3 +25,29 @@ def create_partitions(admin: AdminClient, topic: str, count: int,
     admin.cluster.invalidate(topic)
     if not validate_only:
         admin._wait_for_leaders([topic], admin.config.request_timeout_ms)
+
+
+def delete_records(admin: AdminClient, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], tuple[int, int]]:
+    """DeleteRecords to each partition's leader: (topic, partition) -> offset (-1: the high
+    watermark). Returns (topic, partition) -> (low watermark, error code) as the leaders answer."""
+    snapshot = admin.cluster.refresh(sorted({t for t, _ in offsets}))
+    by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
+    answers: dict[tuple[str, int], tuple[int, int]] = {}
+    for (topic, index), offset in sorted(offsets.items()):
+        meta = snapshot.topics.get(topic)
+        partition = meta.partitions.get(index) if meta is not None else None
+        if partition is None or partition.leader < 0:
+            answers[(topic, index)] = (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if partition is None
+                                       else ErrorCode.LEADER_NOT_AVAILABLE)
+            continue
+        by_leader.setdefault(partition.leader, {}).setdefault(topic, []).append((index, offset))
+    for leader, topics in sorted(by_leader.items()):
+        conn = admin.cluster.connection(leader)
+        response = conn.request(ApiKey.DELETE_RECORDS, {
+            "topics": [{"name": t, "partitions": [{"partition_index": p, "offset": o} for p, o in parts]}
+                       for t, parts in sorted(topics.items())],
+            "timeout_ms": admin.config.request_timeout_ms}, conn.version_for(ApiKey.DELETE_RECORDS))
+        for topic in response.topics:
+            for p in topic.partitions:
+                answers[(topic.name, p.partition_index)] = (p.low_watermark, p.error_code)
+    return answers

@@ -433,6 +433,16 @@ class Log:
         self._recovery_point = offset
         self._note_truncation(offset)
 
+    def increment_log_start_offset(self, offset: int) -> bool:
+        """DeleteRecords (or a follower matching its leader): readers start at ``offset`` from
+        now on; the segments wholly below it go at the next retention pass. Never moves back,
+        never past the log end. True if it moved."""
+        offset = min(offset, self.log_end_offset)
+        if offset <= self._log_start_offset:
+            return False
+        self._log_start_offset = offset
+        return True
+
     # ---------------------------------------------------------------------------- retention
 
     @_storage_op

@@ -199,6 +199,9 @@ class FetchSession:
             return 0
         if not records:
             partition.update_follower_high_watermark(answer.high_watermark)
+        if answer.log_start_offset > partition.log.log_start_offset:  # DeleteRecords or retention on the leader
+            partition.log.increment_log_start_offset(answer.log_start_offset)
+            partition.on_log_start_offset_moved()
         fetch.fetch_offset = partition.log.log_end_offset
         return count
 

@@ -685,6 +685,18 @@ class Partition:
         self._snapshot_changes = self.producer_state.changes
         return True
 
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords on the leader: move the log start offset to ``offset`` (-1: the high
+        watermark). Returns the new log start offset (the low watermark); ValueError for an
+        offset above the high watermark (OFFSET_OUT_OF_RANGE), as Kafka refuses it."""
+        target = self.high_watermark if offset == -1 else offset
+        if target < 0 or target > self.high_watermark:
+            raise ValueError(f"Cannot increment the log start offset to {offset} of partition "
+                             f"{self.topic}-{self.partition} since it is larger than the high watermark "
+                             f"{self.high_watermark}")
+        self.log.increment_log_start_offset(target)
+        return self.log.log_start_offset
+
     def on_log_start_offset_moved(self) -> None:
         """After retention: a high watermark below the log start offset follows it up."""
         if self.high_watermark < self.log.log_start_offset:

@@ -23,7 +23,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -37,6 +37,7 @@ from kazoo.client import KazooClient
 
 from broker.client import AdminClient as PylogAdmin
 from broker.client.config_admin import OP_SET, RESOURCE_BROKER, describe_configs, incremental_alter_configs
+from broker.tools.delete_records import run_delete_records
 from broker.tools.topics import add_topics_parser, run_topics
 from conftest import ClusterFactory
 
@@ -61,6 +62,7 @@ def cluster(zookeeper, tmp_path_factory):
 @pytest.fixture(scope="module")
 def admin(cluster):
     client = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    _wait(lambda: len(client.list_topics(timeout=5).brokers) == 3, "all 3 brokers registered")
     futures = client.create_topics([NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})])
     futures[TOPIC].result(DEADLINE_S)
     _wait(lambda: all(p.leader >= 0 for p in client.list_topics(TOPIC, timeout=5).topics[TOPIC].partitions.values()),
@@ -106,6 +108,7 @@ class _Load:
     def __init__(self, bootstrap: str, topic: str = TOPIC) -> None:
         self.topic = topic
         self.partitions: set[int] = set()
+        self.offsets: dict[int, int] = {}  # record number -> offset
         self.acked: list[int] = []
         self.failed = 0
         self._stop = threading.Event()
@@ -117,6 +120,7 @@ class _Load:
     def _delivered(self, err, msg) -> None:
         if err is None:
             self.acked.append(int(msg.value()))
+            self.offsets[int(msg.value())] = msg.offset()
             self.partitions.add(msg.partition())
         else:
             self.failed += 1
@@ -198,6 +202,8 @@ def test_topic_and_broker_configs_change_under_load_without_restart(cluster, adm
 
 def test_zookeeper_holds_configs_as_kafka_does(cluster, admin):
     _alter(admin, ConfigResource.Type.TOPIC, TOPIC, ("retention.bytes", "123456789", SET))
+    _wait(lambda: _describe(admin, ConfigResource.Type.TOPIC, TOPIC)["retention.bytes"].value == "123456789",
+          "the change to reach the brokers")  # the next test compares descriptions
     zk = KazooClient(hosts=cluster.zk_connect)
     zk.start()
     try:
@@ -257,7 +263,7 @@ def test_create_partitions_under_load_groups_and_producers_follow(cluster, admin
     try:
         _wait(lambda: member.poll(0.2) is not None and len(member.assignment()) == 2, "the member's 2 partitions")
         _pylog_topics(cluster, "alter", "--topic", GROWN, "--partitions", "4")
-        assert _partition_count(admin, GROWN) == 4
+        _wait(lambda: _partition_count(admin, GROWN) == 4, "every broker to know 4 partitions")
         _wait(lambda: {2, 3} <= load.partitions, "the producer to write to the new partitions")
         _wait(lambda: (member.poll(0.2), len(member.assignment()) == 4)[1], "the group to take the new partitions")
     finally:
@@ -283,3 +289,49 @@ def test_create_partitions_bad_input_changes_nothing(cluster, admin, count, assi
         admin.create_partitions([new])[GROWN].result(DEADLINE_S)
     assert err.value.args[0].code() == code
     assert _partition_count(admin, GROWN) == before
+
+
+# ------------------------------------------------------------------------------ DeleteRecords
+
+TRIMMED = "trimmed"
+
+
+def _delete_records(cluster, tmp_path, entries: list[dict]) -> tuple[int, str]:
+    path = tmp_path / "offsets.json"
+    path.write_text(json.dumps({"partitions": entries, "version": 1}))
+    out = io.StringIO()
+    code = run_delete_records(argparse.Namespace(bootstrap_server=cluster.bootstrap, offset_json_file=path),
+                              out, io.StringIO())
+    return code, out.getvalue()
+
+
+def test_delete_records_under_load_moves_the_log_start(cluster, admin, tmp_path):
+    admin.create_topics([NewTopic(TRIMMED, 1, 3, config={"min.insync.replicas": "2"})])[TRIMMED].result(DEADLINE_S)
+    _wait(lambda: _partition_count(admin, TRIMMED) == 1, "the topic")
+    load = _Load(cluster.bootstrap, TRIMMED)
+    _wait(lambda: len(load.acked) > 300, "records to delete")
+    code, out = _delete_records(cluster, tmp_path, [{"topic": TRIMMED, "partition": 0, "offset": 200}])
+    assert code == 0 and out.endswith(f"partition: {TRIMMED}-0\tlow_watermark: 200\n"), out
+    # bad input: above the high watermark: refused, nothing moves
+    code, out = _delete_records(cluster, tmp_path, [{"topic": TRIMMED, "partition": 0, "offset": 10**12}])
+    assert code == 1 and "OFFSET_OUT_OF_RANGE" in out, out
+    acked = load.stop()
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "trimmed-check",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(TRIMMED, 0), timeout=DEADLINE_S)
+    finally:
+        consumer.close()
+    assert low == 200 and high >= len(acked)
+    kept = sorted(v for v in acked if load.offsets[v] >= 200)
+    seen = _consume_all(cluster.bootstrap, len(kept), TRIMMED)
+    assert len(seen) == len(set(seen)), "a record was duplicated"
+    assert sorted(seen) == kept, "an acknowledged record above the new log start was lost"
+
+
+def test_delete_records_refused_on_a_compacted_topic(cluster, admin, tmp_path):
+    admin.create_topics([NewTopic("compacted-only", 1, 3, config={"cleanup.policy": "compact"})])[
+        "compacted-only"].result(DEADLINE_S)
+    _wait(lambda: _partition_count(admin, "compacted-only") == 1, "the topic")
+    code, out = _delete_records(cluster, tmp_path, [{"topic": "compacted-only", "partition": 0, "offset": -1}])
+    assert code == 1 and "POLICY_VIOLATION" in out, out

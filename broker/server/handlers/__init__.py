@@ -19,6 +19,7 @@ from broker.server.handlers import (
     create_topics,
     delete_acls,
     delete_groups,
+    delete_records,
     delete_topics,
     describe_acls,
     describe_cluster,
@@ -79,6 +80,7 @@ _MODULES: tuple[ModuleType, ...] = (
     describe_user_scram_credentials, alter_user_scram_credentials,  # SCRAM users in ZooKeeper
     alter_configs, incremental_alter_configs,  # dynamic configs (ZooKeeper, config_changes)
     create_partitions,  # on the controller (broker.controller.partitions)
+    delete_records,  # on partition leaders
 )
 
 HANDLERS: MappingProxyType[int, ModuleType] = MappingProxyType(

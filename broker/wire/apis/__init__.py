@@ -40,6 +40,11 @@ from broker.wire.apis.create_partitions import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
 )
+from broker.wire.apis.delete_records import (
+    DELETE_RECORDS,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+)
 from broker.wire.apis.api_versions import API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse
 from broker.wire.apis.controlled_shutdown import (
     CONTROLLED_SHUTDOWN,
@@ -210,6 +215,7 @@ __all__ = [
     "AlterConfigsRequest", "AlterConfigsResponse",
     "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse",
     "CreatePartitionsRequest", "CreatePartitionsResponse",
+    "DeleteRecordsRequest", "DeleteRecordsResponse",
 ]
 
 
@@ -237,6 +243,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     ADD_PARTITIONS_TO_TXN = 24
@@ -275,7 +282,7 @@ _ALL = (
     DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS,
     DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
     SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS,
-    ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS,
+    ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_RECORDS,
 )
 
 API_SPECS: MappingProxyType[int, ApiSpec] = MappingProxyType({spec.key: spec for spec in _ALL})
@@ -307,6 +314,7 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.DELETE_RECORDS: (0, 2),
     # What Kafka 4's Java admin client asks before falling back to Metadata (kafka-topics).
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
