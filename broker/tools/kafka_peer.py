@@ -69,6 +69,8 @@ TOOL_CLASSES = {
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-storage": "kafka.tools.StorageTool",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
 }
 
 # A peer for tests and benchmarks on a 2-core machine: small heaps, no waiting for group joins,
