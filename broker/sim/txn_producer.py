@@ -118,7 +118,7 @@ class TxnProducer:
         elif api_key == OFFSETS:
             self._on_offsets(code)
         elif api_key == END:
-            self._on_end(code, request)
+            self._on_end(code, request, response)
 
     def _retry(self, api_key: int, request) -> None:
         if self._active():
@@ -177,8 +177,10 @@ class TxnProducer:
             self.commit = False  # not in the transaction (it was aborted meanwhile): abort
             self._send_end()
 
-    def _on_end(self, code: int, request) -> None:
+    def _on_end(self, code: int, request, response) -> None:
         if code == 0:
+            if getattr(response, "producer_epoch", -1) >= 0:
+                self.epoch = response.producer_epoch  # EndTxn v5: the next transaction's epoch
             self.sim.end_acknowledged(self, self.tag, request.committed)
         elif code != 48:  # INVALID_TXN_STATE: the transaction is gone (aborted); go on
             self.sim.violation(f"{self.name}: EndTxn answered {code}")

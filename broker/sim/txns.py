@@ -7,7 +7,10 @@ producer epoch, as a partition leader does), and faults: producers that crash an
 InitProducerId), zombies (an instance paused while a new one takes over, which then goes on with
 its old epoch), stalls longer than the transaction timeout, EndTxn requests held by the network,
 appends that fail (some with NOT_LEADER_OR_FOLLOWER, then the partition moves), producer id
-allocations that fail, and coordinator moves (the old core unloads,
+allocations that fail, at ``transaction_version`` 2 (EndTxn v5, the epoch bumped at every
+EndTxn) an EndTxn duplicated by the network whose copy arrives seconds later, past the next
+transaction of the same id (version 0-1 cannot survive that: the copy ends the next
+transaction), and coordinator moves (the old core unloads,
 its unacknowledged appends may or may not have reached the log, its markers in flight may still
 land, a new core loads the log after a delay).
 
@@ -15,12 +18,15 @@ Invariants, checked as events happen and at the end:
 
 * every data batch of one transaction gets the same marker: never COMMIT on one partition and
   ABORT on another;
+* a transaction gets COMMIT markers only after its own EndTxn(commit) was sent (an EndTxn of an
+  earlier transaction must not commit it);
 * a transaction acknowledged committed (EndTxn NONE for commit) ends with COMMIT on every batch,
   one acknowledged aborted with ABORT;
 * after the quiet period every batch has its marker (nothing hangs) and no transactional id is in
   PrepareCommit/PrepareAbort or has a transition pending;
 * a request of a fenced producer (an older epoch or another producer id) changes nothing: the
-  core answers at once, with an error, and writes nothing;
+  core answers at once, with an error, and writes nothing (a version-2 EndTxn one epoch behind
+  a decided transaction is a retry of it: it may answer NONE, still writing nothing);
 * every request gets exactly one answer.
 
 ``python -m broker.sim.txns --seed N [--seeds K] [--verbose]`` replays seeds.
@@ -32,6 +38,7 @@ import random
 import sys
 from dataclasses import dataclass, field
 
+from broker.coordinator.txn.state import TxnState
 from broker.coordinator.txn.core import (Append, AllocateProducerId, Reply, TxnCoordinatorCore,
                                          TxnSettings, WriteMarkers)
 from broker.sim.coordinator_driver import SimCoordinator, SimulationLog, seed_main
@@ -57,6 +64,7 @@ class TxnSimSettings:
     marker_latency_ms: tuple = (1, 60)
     load_delay_ms: tuple = (50, 800)
     timeout_ms: tuple = (3_000, 20_000)
+    transaction_version: int = 1  # 2: EndTxn v5 (epoch bump per EndTxn) and duplicated EndTxn faults
 
 
 @dataclass
@@ -69,6 +77,7 @@ class TxnSimResult:
     fenced_requests: int
     moves: int
     timeout_aborts: int = 0
+    duplicates_fenced: int = 0  # EndTxn copies refused (transaction version 2)
     faults: list = field(default_factory=list)
     trace: list = field(default_factory=list)
 
@@ -178,14 +187,27 @@ class TxnSimulation(SimulationLog):
         self.instance_count = 0
         self.stall_next: set[str] = set()
         self.delay_next_end: set[str] = set()
+        self.duplicate_next_end: set[str] = set()
+        self.duplicates: set[int] = set()  # tokens of EndTxn copies (their answers reach nobody)
+        self.duplicates_fenced = 0
+        self.commit_sent: set = set()  # tags whose producer sent EndTxn(commit)
 
     # -- plumbing -------------------------------------------------------------------------------
     def send(self, producer: TxnProducer, api_key: int, request, delay_ms: int = 0) -> None:
         self.tokens += 1
         token = self.tokens
         self.outstanding[token] = (producer, api_key, request)
+        if api_key == END and request.committed:
+            self.commit_sent.add(producer.tag)
         self.note(f"{producer.name} -> {api_key} token {token} (+{delay_ms} ms)")
         self.sched.after(self.rng.randint(*self.settings.latency_ms) + delay_ms, self.arrive, token)
+        if api_key == END and producer.tid in self.duplicate_next_end:
+            self.duplicate_next_end.discard(producer.tid)
+            self.tokens += 1
+            self.outstanding[self.tokens] = (producer, api_key, request)
+            self.duplicates.add(self.tokens)
+            self.note(f"{producer.name} -> {api_key} token {self.tokens}: a copy of token {token}")
+            self.sched.after(self.rng.randint(2_000, 15_000), self.arrive, self.tokens)
 
     def arrive(self, token: int) -> None:
         producer, api_key, request = self.outstanding[token]
@@ -194,17 +216,19 @@ class TxnSimulation(SimulationLog):
         effects = coordinator.core.handle(token, api_key, self._version(api_key), request, self.sched.now_ms)
         if zombie is not None:
             self.fenced_requests += 1
-            meta, before = zombie
+            meta, before, retry = zombie
             replies = [e for e in effects if isinstance(e, Reply) and e.token == token]
-            if len(effects) != 1 or len(replies) != 1 or _error(api_key, replies[0].response) == 0:
+            if len(effects) != 1 or len(replies) != 1 or (_error(api_key, replies[0].response) == 0 and not retry):
                 self.violation(f"zombie {producer.name} request {api_key} gave {effects}")
+            if token in self.duplicates and _error(api_key, replies[0].response) != 0:
+                self.duplicates_fenced += 1
             if (meta.current(), meta.pending) != before:
                 self.violation(f"zombie {producer.name} request {api_key} changed {before} to {meta}")
         coordinator.apply(effects)
 
-    @staticmethod
-    def _version(api_key: int) -> int:
-        return {ADD: 3, END: 3, OFFSETS: 3}.get(api_key, 4)
+    def _version(self, api_key: int) -> int:
+        end = 5 if self.settings.transaction_version >= 2 else 3
+        return {ADD: 3, END: end, OFFSETS: 3}.get(api_key, 4)
 
     def _zombie_snapshot(self, api_key: int, request):
         """(metadata, its state) when ``request`` comes from a fenced producer, else None."""
@@ -219,12 +243,14 @@ class TxnSimulation(SimulationLog):
         meta = shard.txns.get(tid) if shard is not None else None
         if meta is None or (meta.producer_id == pid and epoch >= meta.producer_epoch):
             return None
-        return meta, (meta.current(), meta.pending)
+        retry = (api_key == END and meta.client_transaction_version >= 2 and epoch + 1 == meta.producer_epoch
+                 and meta.state not in (TxnState.Ongoing, TxnState.Empty))
+        return meta, (meta.current(), meta.pending), retry
 
     def deliver_reply(self, coordinator: _Coordinator, reply: Reply) -> None:
         entry = self.claim_reply(reply)
-        if entry is None:
-            return
+        if entry is None or reply.token in self.duplicates:
+            return  # a copy's answer goes to a connection the producer has given up
         producer, api_key, request = entry
         self.note(f"{producer.name} <- {api_key} token {reply.token} error {_error(api_key, reply.response)}")
         self.sched.after(self.rng.randint(*self.settings.latency_ms), producer.receive, api_key, request,
@@ -235,6 +261,8 @@ class TxnSimulation(SimulationLog):
         return self.partitions[topic_partition].produce(producer)
 
     def outcome(self, tag, batches: int, committed: bool, tp) -> None:
+        if committed and tag not in self.commit_sent:
+            self.violation(f"transaction {tag} got COMMIT on {tp} before its EndTxn(commit) was sent")
         decided = self.decided.setdefault(tag, {})
         decided[committed] = decided.get(committed, 0) + batches
         if len(decided) > 1:
@@ -366,6 +394,9 @@ class TxnSimulation(SimulationLog):
         elif roll < 0.7:
             self.faults.append(f"t={now}: {tid}'s next EndTxn is delayed")
             self.delay_next_end.add(tid)
+        elif roll < 0.8 and self.settings.transaction_version >= 2:
+            self.faults.append(f"t={now}: {tid}'s next EndTxn is duplicated, the copy arriving seconds later")
+            self.duplicate_next_end.add(tid)
         self.sched.after(self.rng.randint(*self.settings.fault_every_ms), self.fault)
 
     def run(self) -> TxnSimResult:
@@ -377,7 +408,7 @@ class TxnSimulation(SimulationLog):
         committed = sum(1 for c in self.acked.values() if c)
         return TxnSimResult(self.seed, not self.violations, self.violations, committed,
                             len(self.acked) - committed, self.fenced_requests, self.moves,
-                            self.timeout_aborts, self.faults, self.trace)
+                            self.timeout_aborts, self.duplicates_fenced, self.faults, self.trace)
 
     def finish(self) -> None:
         for tag, count in self.batches.items():

@@ -16,12 +16,14 @@ import time
 import pytest
 
 from broker.coordinator.txn import apis, core as core_module
-from broker.sim.txns import run_txn_simulation
+from broker.sim.txns import TxnSimSettings, run_txn_simulation
 
 MIN_SEEDS = int(os.environ.get("PYLOG_TXN_SIM_MIN_SEEDS", "200"))
 BUDGET_S = float(os.environ.get("PYLOG_TXN_SIM_BUDGET_S", "10"))
 FIRST_SEED = int(os.environ.get("PYLOG_TXN_SIM_FIRST_SEED", "0"))
 MUTANT_SEEDS = 40
+TV2_SEEDS = 20  # ~1 s each under load
+TV2 = TxnSimSettings(transaction_version=2)
 
 
 def test_many_seeds_keep_every_invariant():
@@ -45,9 +47,28 @@ def test_many_seeds_keep_every_invariant():
     assert zombies > seeds // 2 and moves > seeds and timeouts > seeds // 4
 
 
-def _first_failure(match: str) -> str:
+def test_transaction_version_2_survives_end_txn_copies_past_the_next_transaction():
+    """EndTxn v5 (epoch bumped at every EndTxn) with the network duplicating EndTxn requests and
+    delivering the copy seconds later: every invariant holds and copies were refused."""
+    results = [run_txn_simulation(seed, TV2) for seed in range(FIRST_SEED, FIRST_SEED + TV2_SEEDS)]
+    failures = [r.summary() for r in results if not r.ok]
+    assert not failures, "\n".join(failures[:5])
+    assert sum(r.duplicates_fenced for r in results) > TV2_SEEDS // 2
+
+
+def test_an_end_txn_v5_that_does_not_bump_the_epoch_is_caught(monkeypatch):
+    """Without the bump a delayed copy commits the next transaction of the id."""
+    original = apis.end_transaction
+
+    def no_bump(*args, **kwargs):
+        return original(*args, **{**kwargs, "bump_epoch": False})
+    monkeypatch.setattr(apis, "end_transaction", no_bump)
+    _first_failure("before its EndTxn(commit) was sent", TV2)
+
+
+def _first_failure(match: str, settings: TxnSimSettings | None = None) -> str:
     for seed in range(MUTANT_SEEDS):
-        result = run_txn_simulation(seed)
+        result = run_txn_simulation(seed, settings)
         if not result.ok:
             text = "\n".join(result.violations)
             assert match in text, text
