@@ -10,11 +10,13 @@ that makes them (other modules describe the brokers).
 from __future__ import annotations
 
 import io
+import json
 import re
 import time
 from argparse import Namespace
 
 import pytest
+from confluent_kafka import Producer
 
 from broker.client import AdminClient
 from broker.tools.configs import run_configs
@@ -164,3 +166,28 @@ def test_kafka_topics_alter_partitions_alike(peers):
     for peer in peers:
         with AdminClient(peer.bootstrap) as admin:
             assert len(admin.describe_topics([topic])[0].partitions) == 4, peer
+
+
+# ------------------------------------------------------------------ kafka-delete-records
+
+def test_kafka_delete_records_alike(peers, tmp_path):
+    topic = unique_topic("delete-records")
+    for peer in peers:
+        peer.create_topic(topic)
+        producer = Producer({"bootstrap.servers": peer.bootstrap, "acks": "all"})
+        for n in range(10):
+            producer.produce(topic, str(n).encode(), partition=0)
+        assert producer.flush(DEADLINE_S) == 0
+
+    def delete(peer, offset: int) -> tuple[int, list[str]]:
+        path = tmp_path / f"{peer.name}-{offset}.json"
+        path.write_text(json.dumps({"partitions": [{"topic": topic, "partition": 0, "offset": offset}],
+                                    "version": 1}))
+        run = tool("kafka-delete-records", ["--bootstrap-server", peer.bootstrap, "--offset-json-file", str(path)])
+        return run.returncode, [line.strip() for line in run.out.splitlines()]
+
+    deleted = on_both(peers, lambda p: (delete(p, 5), delete(p, 100)))
+    assert deleted["pylog"] == deleted["kafka"]
+    assert deleted["pylog"][0] == (0, ["Executing records delete operation", "Records delete operation completed:",
+                                       f"partition: {topic}-0\tlow_watermark: 5"])
+    assert "OffsetOutOfRangeException" in " ".join(deleted["pylog"][1][1])
