@@ -118,8 +118,8 @@ class ScramServer:
     ``final(client_final) -> server_final``; ``username`` is known after ``first``.
 
     The caller looks the credential up (``client_first_username``; the store is I/O). An unknown
-    user (credential None) fails at the first message, as Kafka's ScramSaslServer does
-    ("Authentication failed: Invalid user credentials"); a wrong proof at the final one."""
+    user (credential None) fails at the first message, a wrong proof at the final one, both with
+    the message Apache Kafka 4.1 sends for either (so a client cannot tell which users exist)."""
 
     def __init__(self, mechanism: str, nonce: Callable[[], str]) -> None:
         self.mechanism = mechanism
@@ -144,7 +144,7 @@ class ScramServer:
         if "tokenauth=true" in (extensions or "").lower():
             raise ScramError("Authentication failed: delegation tokens are not supported")
         if credential is None:
-            raise ScramError("Authentication failed: Invalid user credentials")
+            raise ScramError(_INVALID_CREDENTIALS.format(self.mechanism))
         self._credential = credential
         self._nonce_full = client_nonce[2:] + self._nonce()
         server_first = (f"r={self._nonce_full},s={base64.b64encode(credential.salt).decode()},"

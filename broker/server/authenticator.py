@@ -17,7 +17,8 @@ contain a password or a token, nor do the log lines.
 
 Re-authentication (KIP-368, ``connections.max.reauth.ms`` > 0): SaslAuthenticate v1+ answers the
 session lifetime; before it ends the client sends SaslHandshake and SaslAuthenticate again on the
-same connection. The mechanism and the principal must stay the same. A request other than a
+same connection (without a lifetime, a later SaslHandshake reaches its handler: ILLEGAL_SASL_STATE,
+as from Kafka). The mechanism and the principal must stay the same. A request other than a
 re-authentication that arrives after the session expired closes the connection, as Kafka does.
 
 Once authenticated, a request costs the gate one dict lookup and one comparison.
@@ -81,8 +82,9 @@ class SaslAuthenticator:
     def handle(self, frame: bytes):
         session = connection_state().get(_SESSION)
         if session is not None and session.phase == "complete":
-            if len(frame) >= 2 and _API_KEY.unpack_from(frame)[0] == ApiKey.SASL_HANDSHAKE:
-                return self._sasl(session, frame)
+            if (session.expires_ms is not None and len(frame) >= 2
+                    and _API_KEY.unpack_from(frame)[0] == ApiKey.SASL_HANDSHAKE):
+                return self._sasl(session, frame)  # KIP-368 re-authentication (only with a session lifetime)
             if session.expires_ms is not None and self._now_ms() >= session.expires_ms:
                 raise CloseConnection(f"SASL session of User:{session.user} expired "
                                       f"(connections.max.reauth.ms={self._reauth_ms})")

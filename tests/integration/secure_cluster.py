@@ -23,7 +23,7 @@ AUTH_TIMEOUT_MS = 1500  # authentication.timeout.ms: the slowloris test waits th
 
 
 class SecureCluster:
-    def __init__(self, root: Path, zk_connect: str, fixtures) -> None:
+    def __init__(self, root: Path, zk_connect: str, fixtures, brokers: int = 2) -> None:
         self.certs = root / "certs"
         make_ca(self.certs)
         self.broker_pem = make_certificate(self.certs, "broker", "/CN=localhost/O=pylog")
@@ -35,7 +35,7 @@ class SecureCluster:
         self.brokers: list = []
         self.sasl_ports: list[int] = []
         self.ssl_ports: list[int] = []
-        for broker_id in (1, 2):
+        for broker_id in range(1, brokers + 1):
             directory = root / f"broker-{broker_id}"
             directory.mkdir()
             plain, sasl, tls = reserve_free_port(), reserve_free_port(), reserve_free_port()
@@ -55,7 +55,7 @@ class SecureCluster:
                 "log.dirs": str(directory / "data"),
                 "zookeeper.connect": zk_connect,
                 "zookeeper.session.timeout.ms": "4000",
-                "offsets.topic.replication.factor": "2",
+                "offsets.topic.replication.factor": str(brokers),
                 "offsets.topic.num.partitions": "2",
                 "group.initial.rebalance.delay.ms": "0",
                 "controlled.shutdown.enable": "false",  # the last broker would retry for 20 s
@@ -85,11 +85,11 @@ class SecureCluster:
 
 
 
-def start_secure_cluster(root: Path, zookeeper_connect: str, fixtures) -> SecureCluster:
+def start_secure_cluster(root: Path, zookeeper_connect: str, fixtures, brokers: int = 2) -> SecureCluster:
     """Start the cluster, add the SCRAM users, create ``cluster.topic``; stop it on failure."""
     from confluent_kafka.admin import (AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism,
                                        UserScramCredentialUpsertion)
-    cluster = SecureCluster(root, f"{zookeeper_connect}/pylog-secure-{uuid.uuid4().hex[:8]}", fixtures)
+    cluster = SecureCluster(root, f"{zookeeper_connect}/pylog-secure-{uuid.uuid4().hex[:8]}", fixtures, brokers)
     try:
         admin = AdminClient(cluster.confluent())
         upserts = [UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
@@ -99,7 +99,7 @@ def start_secure_cluster(root: Path, zookeeper_connect: str, fixtures) -> Secure
         for future in admin.alter_user_scram_credentials(upserts, request_timeout=30).values():
             future.result()
         topic = "secure-" + uuid.uuid4().hex[:6]
-        admin.create_topics([NewTopic(topic, 2, 2)], request_timeout=30)[topic].result()
+        admin.create_topics([NewTopic(topic, 2, brokers)], request_timeout=30)[topic].result()
         cluster.topic = topic
         return cluster
     except BaseException:

@@ -43,7 +43,7 @@ async def describe(ctx: BrokerContext, request) -> DescribeUserScramCredentialsR
                                                     error_message=None, results=[])
     found = await asyncio.to_thread(_read, store, names)
     results, seen = [], set()
-    for name in names or sorted(found):
+    for name in sorted(names or found):  # by name (Apache Kafka's order is a hash map's)
         if name in seen:
             continue
         seen.add(name)
@@ -57,8 +57,8 @@ async def describe(ctx: BrokerContext, request) -> DescribeUserScramCredentialsR
                                                   f"{name}", credential_infos=[]))
         else:
             infos = [_Info(mechanism=mechanism_id(m), iterations=c.iterations) for m, c in sorted(found[name].items())]
-            results.append(_DResult(user=name, error_code=ErrorCode.NONE, error_message=None,
-                                    credential_infos=infos))
+            results.append(_DResult(user=name, error_code=ErrorCode.NONE, error_message="",
+                                    credential_infos=infos))  # "" as Apache Kafka 4.1 sends it
     return DescribeUserScramCredentialsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                                 error_message=None, results=results)
 
@@ -93,9 +93,9 @@ def _check(user: str, items: list) -> tuple[int, str | None]:
         mechanisms.append(name)
         if kind == "upsert":
             if item.iterations < ITERATIONS_MIN:
-                return ErrorCode.UNACCEPTABLE_CREDENTIAL, f"Too few iterations: {item.iterations}"
+                return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations"
             if item.iterations > ITERATIONS_MAX:
-                return ErrorCode.UNACCEPTABLE_CREDENTIAL, f"Too many iterations: {item.iterations}"
+                return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations"
             if not item.salt or not item.salted_password:
                 return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty"
     if len(set(mechanisms)) != len(mechanisms):

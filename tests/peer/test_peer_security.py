@@ -1,0 +1,145 @@
+"""SASL_SSL with SCRAM, pylog beside Apache Kafka 4.1 (issue 17): the same raw exchanges against
+both, and what a client observes compared: error codes, Kafka's messages, whether the connection
+is closed. One Apache Kafka node (KRaft; its SCRAM users added through AlterUserScramCredentials
+as on pylog) and one pylog broker, both with the certificates of one CA and the same JAAS line.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+from broker.security.sasl_client import SaslAuthenticationError, SaslClient
+from broker.tools.kafka_peer import ApacheKafkaCluster
+from broker.tools.zookeeper import reserve_free_port
+from broker.wire import decode_response, encode_request
+from peer_support import COMMON_BROKER_SETTINGS
+
+pytestmark = pytest.mark.integration
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from secure_cluster import ADMIN_JAAS, start_secure_cluster  # noqa: E402
+
+SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+
+
+@pytest.fixture(scope="module")
+def sides(zookeeper, tmp_path_factory):
+    pylog = start_secure_cluster(tmp_path_factory.mktemp("pylog-secure"), zookeeper.connect_string,
+                                 sys.modules["pylog_integration_fixtures"], brokers=1)
+    kafka = None
+    try:
+        kafka = ApacheKafkaCluster(tmp_path_factory.mktemp("kafka-secure"), brokers=1)
+        node, sasl_port = kafka.nodes[0], reserve_free_port()
+        kafka.overrides = {
+            **COMMON_BROKER_SETTINGS,
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},CONTROLLER://127.0.0.1:{node.controller_port},"
+                         f"SASL_SSL://127.0.0.1:{sasl_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},SASL_SSL://127.0.0.1:{sasl_port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": ADMIN_JAAS,
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pylog.broker_pem),
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": pylog.ca,
+        }
+        kafka.start()
+        from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        upsert = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                              b"alice-secret")
+        admin.alter_user_scram_credentials([upsert], request_timeout=30)["alice"].result()
+        yield {"kafka": (sasl_port, pylog.ca, kafka.bootstrap), "pylog": (pylog.sasl_ports[0], pylog.ca, None)}
+    finally:
+        if kafka is not None:
+            kafka.stop()
+        pylog.stop()
+
+
+def _connect(port: int, ca: str) -> socket.socket:
+    context = ssl.create_default_context(cafile=ca)
+    return context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=15), server_hostname="localhost")
+
+
+def _request(sock, api_key: int, version: int, body: dict):
+    frame = encode_request(api_key, version, 3, "peer-security", body)
+    sock.sendall(struct.pack(">i", len(frame)) + frame)
+    size = struct.unpack(">i", _read(sock, 4))[0]
+    return decode_response(api_key, version, _read(sock, size))[1]
+
+
+def _read(sock, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def _closed(sock) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except (ConnectionError, ssl.SSLError, socket.timeout):
+        return True
+
+
+def _login(sock, mechanism: str, user: str, password: str):
+    """(error code, message) of the exchange, and whether the broker then closed the connection."""
+    try:
+        SaslClient(mechanism, user, password).exchange(lambda k, v, b: _request(sock, k, v, b), 2)
+        return (0, None), False
+    except SaslAuthenticationError as exc:
+        return (exc.error_code, str(exc)), _closed(sock)
+
+
+def observe(side) -> dict:
+    port, ca, _ = side
+    seen = {}
+    for name, (mechanism, user, password) in {
+        "wrong password": ("SCRAM-SHA-256", "alice", "alice-guess"),
+        "unknown user": ("SCRAM-SHA-256", "nobody", "x-guess"),
+        "PLAIN wrong password": ("PLAIN", "admin", "admin-guess"),
+        "SCRAM-SHA-512 without a credential": ("SCRAM-SHA-512", "alice", "alice-secret"),
+    }.items():
+        with _connect(port, ca) as sock:
+            seen[name] = _login(sock, mechanism, user, password)
+    with _connect(port, ca) as sock:
+        answer = _request(sock, 17, 1, {"mechanism": "GSSAPI"})
+        seen["unsupported mechanism"] = (answer.error_code, _closed(sock))
+    with _connect(port, ca) as sock:
+        frame = encode_request(3, 1, 9, "early", {"topics": []})
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        seen["Metadata before authentication"] = _closed(sock)
+    with _connect(port, ca) as sock:
+        frame = encode_request(36, 2, 9, "early", {"auth_bytes": b"x"})
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        seen["SaslAuthenticate before SaslHandshake"] = _closed(sock)
+    with _connect(port, ca) as sock:
+        seen["good login"] = _login(sock, "SCRAM-SHA-256", "alice", "alice-secret")
+        again = _request(sock, 36, 2, {"auth_bytes": b"x"})
+        seen["SaslAuthenticate after login"] = (again.error_code, again.error_message)
+        handshake = _request(sock, 17, 1, {"mechanism": "SCRAM-SHA-256"})
+        seen["SaslHandshake after login"] = handshake.error_code
+        described = _request(sock, 50, 0, {"users": [{"name": "nobody"}, {"name": "alice"}]})
+        seen["describe"] = sorted((r.user, r.error_code, r.error_message, [(c.mechanism, c.iterations) for c in r.credential_infos])
+                           for r in described.results)
+        altered = _request(sock, 51, 0, {"deletions": [{"name": "nobody", "mechanism": 1}], "upsertions": [
+            {"name": "weak", "mechanism": 1, "iterations": 100, "salt": b"s" * 16, "salted_password": b"p" * 32},
+            {"name": "odd", "mechanism": 7, "iterations": 4096, "salt": b"s" * 16, "salted_password": b"p" * 32}]})
+        seen["alter"] = sorted((r.user, r.error_code, r.error_message) for r in altered.results)
+    return seen
+
+
+def test_sasl_ssl_scram_answers_match_apache_kafka(sides):
+    kafka, pylog = observe(sides["kafka"]), observe(sides["pylog"])
+    differences = {k: (kafka[k], pylog[k]) for k in kafka if kafka[k] != pylog[k]}
+    assert not differences, "\n".join(f"{k}: kafka {a!r} / pylog {b!r}" for k, (a, b) in differences.items())
