@@ -264,6 +264,8 @@ class TxnCoordinatorService:
         if task is not None:
             task.cancel()
         logger.info("%s-%d: no longer led here (or a new epoch); unloading its transactions", TOPIC, index)
+        if self.markers is not None:
+            self.markers.drop(self.core.marker_ids(index))
         self._apply(self.core.unload_partition(index))
 
     def _spawn_load(self, index: int) -> None:

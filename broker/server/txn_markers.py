@@ -113,6 +113,15 @@ class MarkerSender:
     def pending(self) -> int:
         return len(self._jobs)
 
+    def drop(self, marker_ids) -> None:
+        """Stop the jobs ``marker_ids`` (their ``__transaction_state`` partition was unloaded:
+        its new coordinator completes them) instead of retrying them for ever: a dropped job
+        is skipped when its destination sends and its retry timer does nothing."""
+        for marker_id in marker_ids:
+            job = self._jobs.pop(marker_id, None)
+            if job is not None:
+                job.dropped = True
+
     def clear(self) -> None:
         """Forget every job (shutdown)."""
         for job in self._jobs.values():

@@ -44,6 +44,7 @@ class FakeCore:
         self.deadline = None
         self._ids = iter(range(1, 1_000_000))
         self.verdict = ErrorCode.NONE
+        self.markers: dict = {}  # marker id -> __transaction_state partition
 
     def handle(self, token, api_key, api_version, request, now_ms):
         self.calls.append(("handle", api_key, request))
@@ -60,6 +61,7 @@ class FakeCore:
             return [AllocateProducerId(ident)]
         if kind == "markers":
             self.waiting[ident] = token
+            self.markers[ident] = request[2] if len(request) > 2 else 0  # its txn partition
             return [WriteMarkers(ident, 7, 3, True, 5, tuple(request[1]))]
         return [Reply(token, ("answer", request))]
 
@@ -70,8 +72,12 @@ class FakeCore:
         self.calls.append(("load", partition, list(records)))
         return []
 
+    def marker_ids(self, partition):
+        return [i for i, p in self.markers.items() if p == partition]
+
     def unload_partition(self, partition):
         self.calls.append(("unload", partition))
+        self.markers = {i: p for i, p in self.markers.items() if p != partition}
         parked, self.parked = self.parked, []
         return [Reply(token, "NOT_COORDINATOR") for token in parked]
 
@@ -442,5 +448,36 @@ def test_close_answers_parked_requests_and_forgets_marker_jobs(tmp_path):
         world.lead(2, 1, 0)  # after close, leadership changes are ignored
         assert world.core.of("begin_load") == [(0, 0), (1, 0)]
         markers.cancel()
+
+    run(world, body)
+
+
+def test_marker_jobs_of_an_unloaded_partition_stop_retrying(tmp_path):
+    """A job whose leader keeps refusing retries until its ``__transaction_state`` partition
+    leaves this broker; then it stops (the new coordinator resends) while another partition's
+    job goes on."""
+    box = [_snapshot({"a": [2]})]
+    leaders = Leaders()
+    leaders.answers[(2, "a", 0)] = [ErrorCode.NOT_LEADER_OR_FOLLOWER] * 10_000
+    world = World(tmp_path)
+    sender = MarkerSender(1, lambda: box[0], "PLAINTEXT", leaders.local, leaders.connect,
+                          world.service.markers_written, backoff_ms=5, backoff_max_ms=5, build_request=Request,
+                          parse_response=lambda errors: errors)
+    world.service.markers = sender
+
+    async def body():
+        world.lead(0, 1, 0)
+        world.lead(1, 1, 0)
+        await until(lambda: len(world.core.of("load")) == 2)
+        asyncio.create_task(world.service.handle(26, 4, ("markers", [("a", 0)], 0)))
+        asyncio.create_task(world.service.handle(26, 4, ("markers", [("a", 0)], 1)))
+        await until(lambda: sender.pending() == 2 and len(leaders.requests) >= 4)
+        world.lead(0, 2, 1)  # partition 0 now led by broker 2: unloaded here
+        await until(lambda: world.core.of("unload") == [(0,)])
+        assert sender.pending() == 1
+        sent = sum(1 for _, keys in leaders.requests for _ in keys)
+        await until(lambda: sum(1 for _, keys in leaders.requests for _ in keys) >= sent + 5)
+        # every request since carries only the job of partition 1 (one marker), never both
+        assert all(len(keys) == 1 for _, keys in leaders.requests[-5:])
 
     run(world, body)

@@ -228,3 +228,16 @@ def test_verify():
     assert d.core.verify("nobody", pid, epoch, "t", 0) == BAD_MAPPING
     d.end(pid, epoch, True)
     assert d.core.verify(TID, pid, epoch, "t", 0) == INVALID_STATE  # committed: no longer in it
+
+
+def test_marker_ids_name_the_jobs_of_a_partition_until_unloaded():
+    d = Driver(auto=False)
+    d.auto = True
+    pid, epoch = _open(d)
+    d.markers_auto = False
+    d.auto = False
+    d.end(pid, epoch, True)
+    d.complete_write(next(iter(d.appends)))
+    assert d.core.marker_ids(0) == list(d.markers) and d.core.marker_ids(1) == []
+    d.core.unload_partition(0)
+    assert d.core.marker_ids(0) == []

@@ -245,6 +245,11 @@ class TxnCoordinatorCore:
         return out + apis.init_producer_id(self, parked.token, parked.api_version, parked.request,
                                            now_ms, new_producer_id=producer_id)
 
+    def marker_ids(self, partition: int) -> list[int]:
+        """The ``WriteMarkers`` still being carried out for transactions of ``partition`` (the
+        shell stops sending them when the partition is unloaded: the new coordinator resends)."""
+        return [i for i, m in self._markers.items() if m.shard.partition == partition]
+
     def markers_written(self, marker_id: int, now_ms: int) -> list[Effect]:
         out = self._take_deferred()
         m = self._markers.pop(marker_id, None)
