@@ -316,6 +316,19 @@ def test_status_page_shows_topics_lag_and_under_replication(cluster, browser):
     commit(cluster, "page-group", "page-topic", 30)
     wait_until(lambda: lag_on_page(browser, "page-group", "page-topic") == 0, "lag falls to 0")
 
+    # a live member is listed with its client id
+    member = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "page-members",
+                       "client.id": "page-member-client", "enable.auto.commit": False})
+    try:
+        member.subscribe(["page-topic"])
+        wait_until(lambda: member.poll(0.2) is not None or member.assignment(), "the member's assignment")
+        browser.get(cluster.url(coordinator_of(cluster, "page-members")))
+        wait_until(lambda: "page-member-client@" in ((read_row(browser, '#groups tr[data-group="page-members"]',
+                                                                "td:nth-child(3)") or {}).get("text") or ""),
+                   "the member on the page")
+    finally:
+        member.close()
+
     # a stopped follower: its partition turns red on the leader's page, then recovers
     row = topic_row(cluster, 1, "page-topic")
     leader = row["leader"]
