@@ -48,6 +48,10 @@ def _build_parser() -> argparse.ArgumentParser:
     add_configs_parser(sub)
     add_delete_records_parser(sub)
 
+    from broker.tools.leader_election import add_leader_election_parser
+
+    add_leader_election_parser(sub)
+
     from broker.tools.acls import add_acls_parser
 
     add_acls_parser(sub)
@@ -103,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
             from broker.tools.cluster import run_cluster
 
             return run_cluster(args, sys.stdout, sys.stderr)
+        if args.command == "leader-election":
+            from broker.tools.leader_election import run_leader_election
+
+            return run_leader_election(args, sys.stdout, sys.stderr)
         if args.command == "delete-records":
             from broker.tools.delete_records import run_delete_records
 

@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 from broker.client.admin import AdminClient, _raise_first
 from broker.wire import ApiKey, ErrorCode
 
-__all__ = ["create_partitions", "delete_records"]
+__all__ = ["create_partitions", "delete_records", "elect_leaders"]
 
 
 def create_partitions(admin: AdminClient, topic: str, count: int,
@@ -50,4 +50,27 @@ def delete_records(admin: AdminClient, offsets: Mapping[tuple[str, int], int]) -
         for topic in response.topics:
             for p in topic.partitions:
                 answers[(topic.name, p.partition_index)] = (p.low_watermark, p.error_code)
+    return answers
+
+
+def elect_leaders(admin: AdminClient, election_type: int,
+                  partitions: Sequence[tuple[str, int]] | None) -> dict[tuple[str, int], tuple[int, str | None]]:
+    """ElectLeaders on the controller (0 preferred, 1 unclean; None: every partition):
+    (topic, partition) -> (error code, message)."""
+    topics: dict[str, list[int]] = {}
+    for topic, partition in partitions or ():
+        topics.setdefault(topic, []).append(partition)
+    body = {"election_type": election_type, "timeout_ms": admin.config.request_timeout_ms,
+            "topic_partitions": None if partitions is None else
+            [{"topic": t, "partitions": ps} for t, ps in sorted(topics.items())]}
+    answers: dict[tuple[str, int], tuple[int, str | None]] = {}
+
+    def results(response):
+        answers.clear()
+        for topic in response.replica_election_results:
+            for p in topic.partition_result:
+                answers[(topic.topic, p.partition_id)] = (p.error_code, p.error_message)
+        return [("", response.error_code, None)]
+
+    _raise_first(admin._to_controller(ApiKey.ELECT_LEADERS, body, 1 if election_type else 0, results))
     return answers

@@ -69,6 +69,9 @@ logger = logging.getLogger(__name__)
 
 WRITE_ATTEMPTS_MAX = 3
 NONE, BROKER_NOT_AVAILABLE, NOT_CONTROLLER, STALE_BROKER_EPOCH = 0, 8, 41, 77
+UNKNOWN_TOPIC_OR_PARTITION, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE = 3, 80, 83
+ELECTION_NOT_NEEDED = 84
+ELECTION_PREFERRED, ELECTION_UNCLEAN = 0, 1  # ElectLeadersRequest.ElectionType
 
 _P = PartitionStateName
 _R = ReplicaStateName
@@ -101,6 +104,13 @@ class ControllerSettings:
 class ShutdownResult(NamedTuple):
     error_code: int
     remaining: list[TopicPartition]  # partitions the broker still leads
+    sends: list[Send]
+
+
+class ElectionOutcome(NamedTuple):
+    """ElectLeaders: (error code, message) per partition, and the requests to send."""
+
+    results: dict[TopicPartition, tuple[int, str | None]]
     sends: list[Send]
 
 
@@ -358,6 +368,47 @@ class ControllerCore:
         logger.info("controlled shutdown of broker %d: %d partitions moved, %d still led",
                     broker_id, len(led) - len(remaining), len(remaining))
         return ShutdownResult(NONE, remaining, batch.build())
+
+    # ----------------------------------------------------------------------- ElectLeaders
+
+    def on_elect_leaders(self, election_type: int, tps: list[TopicPartition] | None) -> ElectionOutcome:
+        """ElectLeaders (KIP-460): preferred (the first assigned replica, if alive and in the
+        ISR) or unclean (any live replica, only where no live leader is left) per partition;
+        ``None`` is every partition. A partition already led as asked is ELECTION_NOT_NEEDED."""
+        ctx = self.ctx
+        if ctx is None:
+            return ElectionOutcome({}, [])
+        wanted = ctx.all_partitions() if tps is None else tps
+        results: dict[TopicPartition, tuple[int, str | None]] = {}
+        to_elect = []
+        live = ctx.live_ids()
+        for tp in wanted:
+            leadership = ctx.leaderships.get(tp)
+            if leadership is None:
+                results[tp] = (UNKNOWN_TOPIC_OR_PARTITION, f"The partition {tp[0]}-{tp[1]} does not exist.")
+            elif election_type == ELECTION_PREFERRED and leadership.state.leader == ctx.replicas(tp)[0]:
+                results[tp] = (ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+            elif election_type == ELECTION_UNCLEAN and leadership.state.leader in live:
+                results[tp] = (ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+            else:
+                to_elect.append(tp)
+        batch = self._batch()
+        strategy = self._preferred_strategy if election_type == ELECTION_PREFERRED else self._unclean_strategy
+        failed = set(self._elect(to_elect, strategy, batch))
+        for tp in to_elect:
+            if tp not in failed:
+                results[tp] = (NONE, None)
+            elif election_type == ELECTION_PREFERRED:
+                results[tp] = (PREFERRED_LEADER_NOT_AVAILABLE, f"Failed to elect leader for partition "
+                               f"{tp[0]}-{tp[1]} under strategy PreferredReplicaPartitionLeaderElectionStrategy")
+            else:
+                results[tp] = (ELIGIBLE_LEADERS_NOT_AVAILABLE, f"Failed to elect leader for partition "
+                               f"{tp[0]}-{tp[1]} under strategy OfflinePartitionLeaderElectionStrategy(true)")
+        return ElectionOutcome(results, batch.build())
+
+    def _unclean_strategy(self, tp: TopicPartition, leadership: PartitionLeadership) -> Election | None:
+        return offline_partition_leader(leadership.replicas, leadership.state.isr, self._require().live_ids(),
+                                        unclean_enabled=True)
 
     # --------------------------------------------------------------------- auto rebalance
 

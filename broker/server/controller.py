@@ -36,7 +36,7 @@ from broker.cluster.errors import ClusterError, ControllerMovedError
 from broker.cluster.layout import generate_topic_id
 from broker.cluster.zk import KafkaZkClient
 from broker.controller import ControllerCore, ControllerSettings
-from broker.controller.core import ShutdownResult
+from broker.controller.core import ElectionOutcome, ShutdownResult
 from broker.controller.partitions import PartitionPlanError, plan_new_partitions
 from broker.server.controller_channel import ControllerChannelManager
 from broker.server.metadata import ClusterSnapshot
@@ -177,6 +177,9 @@ class ControllerService:
             if result is None:
                 result = ShutdownResult(ErrorCode.NOT_CONTROLLER, [], [])
             value = (result.error_code, result.remaining)
+        elif kind == "elect":  # ElectLeaders
+            result = await self._core_event(self.core.on_elect_leaders, *args) if self.core.active else None
+            value = result.results if result is not None else None
         elif kind == "partitions":  # CreatePartitions wrote new partitions: elect their leaders
             if self.core.active:
                 await self._core_event(self.core.on_partitions_added, *args)
@@ -225,7 +228,7 @@ class ControllerService:
                            getattr(handler, "__name__", handler), exc)
             self._retry_later("reinit")
             return None
-        sends = result.sends if isinstance(result, ShutdownResult) else result
+        sends = result.sends if isinstance(result, (ShutdownResult, ElectionOutcome)) else result
         if self.core.active:
             self.channels.send(sends, live)
         return result
@@ -307,6 +310,17 @@ class ControllerService:
         await self._call("partitions", (name,))
         self._request_refresh(topics={name})
         return _OK
+
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None):
+        """ElectLeaders on the controller: (topic, partition) -> (error code, message), or None
+        when this broker is not (or no longer) the controller."""
+        if not self.core.active:
+            return None
+        results = await self._call("elect", (election_type, partitions))
+        touched = {t for t, _ in (results or {})}
+        if touched:
+            self._request_refresh(topics=touched)
+        return results
 
     async def delete_topic(self, name: str) -> OpResult:
         async with self._lock:

@@ -38,6 +38,7 @@ from kazoo.client import KazooClient
 from broker.client import AdminClient as PylogAdmin
 from broker.client.config_admin import OP_SET, RESOURCE_BROKER, describe_configs, incremental_alter_configs
 from broker.tools.delete_records import run_delete_records
+from broker.tools.leader_election import add_leader_election_parser, run_leader_election
 from broker.tools.topics import add_topics_parser, run_topics
 from conftest import ClusterFactory
 
@@ -335,3 +336,54 @@ def test_delete_records_refused_on_a_compacted_topic(cluster, admin, tmp_path):
     _wait(lambda: _partition_count(admin, "compacted-only") == 1, "the topic")
     code, out = _delete_records(cluster, tmp_path, [{"topic": "compacted-only", "partition": 0, "offset": -1}])
     assert code == 1 and "POLICY_VIOLATION" in out, out
+
+
+# ------------------------------------------------------------------------------ ElectLeaders
+
+LED = "led"
+
+
+def _leaders(admin, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+    meta = admin.list_topics(topic, timeout=5).topics[topic].partitions
+    return {p: (m.leader, list(m.replicas), list(m.isrs)) for p, m in meta.items()}
+
+
+def _leader_election(cluster, *args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    parser = argparse.ArgumentParser()
+    add_leader_election_parser(parser.add_subparsers(dest="command"))
+    code = run_leader_election(parser.parse_args(["leader-election", "--bootstrap-server", cluster.bootstrap,
+                                                  *args]), out, io.StringIO())
+    return code, out.getvalue()
+
+
+def test_preferred_leader_election_after_a_broker_comes_back_under_load(cluster, admin):
+    admin.create_topics([NewTopic(LED, 3, 3, config={"min.insync.replicas": "2"})])[LED].result(DEADLINE_S)
+    _wait(lambda: all(leader >= 0 for leader, _, _ in _leaders(admin, LED).values()), "leaders")
+    load = _Load(cluster.bootstrap, LED)
+    try:
+        _wait(lambda: len(load.acked) > 100, "the load to get going")
+        victim = next(replicas[0] for leader, replicas, _ in _leaders(admin, LED).values())
+        cluster.broker(victim).kill()
+        _wait(lambda: all(leader not in (victim, -1) for leader, _, _ in _leaders(admin, LED).values()),
+              "leadership to leave the killed broker")
+        cluster.broker(victim).start()
+        _wait(lambda: all(len(isr) == 3 for _, _, isr in _leaders(admin, LED).values()), "the ISR to fill again")
+        moved = sorted(p for p, (leader, replicas, _) in _leaders(admin, LED).items() if leader != replicas[0])
+        assert moved, "no partition lost its preferred leader"
+        code, out = _leader_election(cluster, "--election-type", "PREFERRED", "--topic", LED,
+                                     "--partition", str(moved[0]))
+        assert (code, out) == (0, f"Successfully completed leader election (PREFERRED) for partitions {LED}-{moved[0]}\n")
+        code, out = _leader_election(cluster, "--election-type", "PREFERRED", "--all-topic-partitions")
+        assert code == 0, out
+        _wait(lambda: all(leader == replicas[0] for leader, replicas, _ in _leaders(admin, LED).values()),
+              "every partition led by its preferred replica")
+        code, out = _leader_election(cluster, "--election-type", "UNCLEAN", "--topic", LED, "--partition", "0")
+        assert (code, out) == (0, f"Valid replica already elected for partitions {LED}-0\n")
+        code, out = _leader_election(cluster, "--election-type", "PREFERRED", "--topic", LED, "--partition", "9")
+        assert code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in out, out
+    finally:
+        acked = load.stop()
+    seen = _consume_all(cluster.bootstrap, len(acked), LED)
+    assert len(seen) == len(set(seen)), "a record was duplicated"
+    assert sorted(seen) == sorted(acked), "an acknowledged record was lost"

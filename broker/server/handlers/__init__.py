@@ -29,6 +29,7 @@ from broker.server.handlers import (
     describe_topic_partitions,
     describe_transactions,
     describe_user_scram_credentials,
+    elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
@@ -81,6 +82,7 @@ _MODULES: tuple[ModuleType, ...] = (
     alter_configs, incremental_alter_configs,  # dynamic configs (ZooKeeper, config_changes)
     create_partitions,  # on the controller (broker.controller.partitions)
     delete_records,  # on partition leaders
+    elect_leaders,  # on the controller
 )
 
 HANDLERS: MappingProxyType[int, ModuleType] = MappingProxyType(

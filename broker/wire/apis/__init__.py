@@ -45,6 +45,11 @@ from broker.wire.apis.delete_records import (
     DeleteRecordsRequest,
     DeleteRecordsResponse,
 )
+from broker.wire.apis.elect_leaders import (
+    ELECT_LEADERS,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+)
 from broker.wire.apis.api_versions import API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse
 from broker.wire.apis.controlled_shutdown import (
     CONTROLLED_SHUTDOWN,
@@ -216,6 +221,7 @@ __all__ = [
     "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse",
     "CreatePartitionsRequest", "CreatePartitionsResponse",
     "DeleteRecordsRequest", "DeleteRecordsResponse",
+    "ElectLeadersRequest", "ElectLeadersResponse",
 ]
 
 
@@ -259,6 +265,7 @@ class ApiKey(IntEnum):
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
@@ -282,7 +289,7 @@ _ALL = (
     DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS,
     DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
     SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS,
-    ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_RECORDS,
+    ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_RECORDS, ELECT_LEADERS,
 )
 
 API_SPECS: MappingProxyType[int, ApiSpec] = MappingProxyType({spec.key: spec for spec in _ALL})
@@ -315,6 +322,7 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.ELECT_LEADERS: (0, 2),
     # What Kafka 4's Java admin client asks before falling back to Metadata (kafka-topics).
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
