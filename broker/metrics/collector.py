@@ -33,7 +33,6 @@ _LOCAL_GAUGES = (
 class SnapshotCollector:
     def __init__(self) -> None:
         self.state: dict | None = None
-        self.rebalances: int = 0  # completed rebalances seen (generation increments)
 
     def describe(self):
         return []  # no description: collect() is only called at scrape time
@@ -51,7 +50,7 @@ class SnapshotCollector:
                                   value=local["isr_expands"])
         yield from _logs(state)
         yield from _cleaner(state["cleaner"])
-        yield from _groups(state["groups"], self.rebalances)
+        yield from _groups(state["groups"])
         yield from _transactions(state["transactions"])
 
 
@@ -83,7 +82,7 @@ def _cleaner(cleaner: dict):
     yield ratio
 
 
-def _groups(groups: list, rebalances: int):
+def _groups(groups: list):
     yield GaugeMetricFamily("kafka_coordinator_group_groupmetadatamanager_numgroups",
                             "Groups coordinated by this broker (with members or committed offsets)",
                             value=len(groups))
@@ -95,9 +94,6 @@ def _groups(groups: list, rebalances: int):
     for state, count in sorted(counts.items()):
         states.add_metric([state.lower()], count)
     yield states
-    yield CounterMetricFamily("kafka_server_group_coordinator_metrics_group_completed_rebalance",
-                              "Rebalances completed by groups coordinated here (generation increments "
-                              "seen since this broker started)", value=rebalances)
     members = GaugeMetricFamily("kafka_consumergroup_members", "Members of a group", labels=["consumergroup"])
     lag = GaugeMetricFamily("kafka_consumergroup_lag", "End offset minus committed offset",
                             labels=["consumergroup", "topic", "partition"])

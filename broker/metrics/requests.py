@@ -77,6 +77,9 @@ class RequestMetrics:
         self.offset_commits = Counter("kafka_server_group_coordinator_metrics_offset_commit",
                                       "Offsets committed (OffsetCommit and TxnOffsetCommit partitions "
                                       "answered NONE)", registry=registry)
+        self.rebalances = Counter("kafka_server_group_coordinator_metrics_group_completed_rebalance",
+                                  "Rebalances whose join phase completed (the leader's JoinGroup answered NONE)",
+                                  registry=registry)
         self.txn_ended = Counter("kafka_coordinator_transaction_ended",
                                  "Transactions ended by EndTxn and answered NONE, by result",
                                  ["result"], registry=registry)
@@ -89,6 +92,7 @@ class RequestMetrics:
             ApiKey.OFFSET_COMMIT: self._offset_commit,
             ApiKey.TXN_OFFSET_COMMIT: self._offset_commit,
             ApiKey.END_TXN: self._end_txn,
+            ApiKey.JOIN_GROUP: self._join_group,
         }
 
     def observe(self, header, request, response, seconds: float) -> None:
@@ -167,6 +171,11 @@ class RequestMetrics:
     def _offset_commit(self, request, response) -> None:
         if response is not None:
             self.offset_commits.inc(sum(p.error_code == 0 for t in response.topics for p in t.partitions))
+
+    def _join_group(self, request, response) -> None:
+        """One count per rebalance: only the leader's answer names itself as leader."""
+        if response is not None and response.error_code == 0 and response.leader == response.member_id:
+            self.rebalances.inc()
 
     def _end_txn(self, request, response) -> None:
         if response is not None and response.error_code == 0:

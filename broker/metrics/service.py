@@ -55,7 +55,6 @@ class MetricsService:
         self.registry.register(self.collector)
         self.server = MetricsHttpServer(config.host, config.port, self.route)
         self.remote_end_offsets: dict[tuple[str, int], int] = {}
-        self._generations: dict[str, int] = {}
         self._connections: dict[int, object] = {}
         self._pages: dict[str, Page] = {"/": (_HTML, STATUS_PAGE.encode()),
                                         "/index.html": (_HTML, STATUS_PAGE.encode()),
@@ -104,22 +103,10 @@ class MetricsService:
         sources = self._sources()
         sources.pop("listener", None)
         state = broker_state(**sources, now_ms=self._now_ms(), end_offsets=self.remote_end_offsets)
-        self._count_rebalances(state["groups"])
         self.collector.state = state
         exposition, status = await asyncio.to_thread(_render, self.registry, state)
         self._pages = {**self._pages, "/metrics": (CONTENT_TYPE_LATEST, exposition), "/status.json": (_JSON, status)}
         self.refreshed.set()
-
-    def _count_rebalances(self, groups: list) -> None:
-        """A completed rebalance is a new generation (Kafka's group-completed-rebalance-count
-        counts the same event); generations seen here for the first time count nothing."""
-        seen = {}
-        for g in groups:
-            seen[g["group"]] = g["generation"]
-            before = self._generations.get(g["group"])
-            if before is not None and g["generation"] > before:
-                self.collector.rebalances += g["generation"] - before
-        self._generations = seen
 
     async def fetch_end_offsets(self) -> None:
         sources = self._sources()

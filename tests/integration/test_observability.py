@@ -322,6 +322,7 @@ def test_status_page_shows_topics_lag_and_under_replication(cluster, browser):
     try:
         member.subscribe(["page-topic"])
         wait_until(lambda: member.poll(0.2) is not None or member.assignment(), "the member's assignment")
+        assert total(cluster, "kafka_server_group_coordinator_metrics_group_completed_rebalance_total") >= 1
         browser.get(cluster.url(coordinator_of(cluster, "page-members")))
         wait_until(lambda: "page-member-client@" in ((read_row(browser, '#groups tr[data-group="page-members"]',
                                                                 "td:nth-child(3)") or {}).get("text") or ""),
