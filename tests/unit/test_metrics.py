@@ -91,3 +91,44 @@ def test_spark_progress_lag_is_latest_minus_end_per_partition():
     assert lag["partitions"] == {("t", 0): 15, ("t", 1): 0}
     assert (lag["minOffsetsBehindLatest"], lag["maxOffsetsBehindLatest"], lag["avgOffsetsBehindLatest"]) == (0, 15, 7.5)
     assert progress_lag({"sources": [{"endOffset": None, "latestOffset": None}]})["maxOffsetsBehindLatest"] is None
+
+
+def test_snapshot_gauges_are_exposed_with_kafka_names():
+    from broker.metrics.collector import SnapshotCollector
+    registry = CollectorRegistry()
+    collector = SnapshotCollector()
+    registry.register(collector)
+    collector.state = {
+        "local": {"partition_count": 3, "leader_count": 2, "under_replicated": 1, "under_min_isr": 0,
+                  "at_min_isr": 1, "offline": 0, "active_controller": 1, "isr_shrinks": 4, "isr_expands": 3},
+        "logs": [{"topic": "t", "partition": 0, "size_bytes": 100, "segments": 2, "log_start_offset": 0,
+                  "log_end_offset": 9, "high_watermark": 9, "is_leader": True}],
+        "cleaner": {"enabled": True, "dirty_ratio": [{"topic": "c", "partition": 0, "ratio": 0.25}],
+                    "uncleanable": 1, "max_dirty_ratio": 0.25},
+        "groups": [{"group": "g", "state": "STABLE", "generation": 2, "protocol": "range", "members": [{}],
+                    "lag": [{"topic": "t", "partition": 0, "committed": 4, "end": 9, "lag": 5}],
+                    "total_lag": 5, "lag_truncated": False}],
+        "transactions": [{"age_ms": 2500}],
+    }
+    value = registry.get_sample_value
+    assert value("kafka_server_replicamanager_underreplicatedpartitions") == 1
+    assert value("kafka_server_replicamanager_isrshrinks_total") == 4
+    assert value("kafka_log_log_size_bytes", {"topic": "t", "partition": "0"}) == 100
+    assert value("kafka_log_log_numlogsegments", {"topic": "t", "partition": "0"}) == 2
+    assert value("kafka_log_logcleanermanager_max_dirty_percent") == 25.0
+    assert value("kafka_log_logcleanermanager_uncleanable_partitions_count") == 1
+    assert value("kafka_consumergroup_lag", {"consumergroup": "g", "topic": "t", "partition": "0"}) == 5
+    assert value("kafka_coordinator_group_groupmetadatamanager_numgroups_state", {"state": "stable"}) == 1
+    assert value("kafka_coordinator_transaction_oldest_open_age_seconds") == 2.5
+
+
+def test_lag_rows_past_the_budget_are_truncated_not_computed():
+    from types import SimpleNamespace
+    from broker.metrics import state
+    committed = SimpleNamespace(offset=1)
+    big = {("t", p): committed for p in range(state.LAG_ROWS_MAX + 1)}
+    shard = SimpleNamespace(groups={}, offsets={"a-small": {("t", 0): committed}, "b-big": big})
+    groups = state._groups(SimpleNamespace(_shards={0: shard}), {("t", 0): 3})
+    assert [(g["group"], g["lag_truncated"], len(g["lag"])) for g in groups] == [("a-small", False, 1),
+                                                                             ("b-big", True, 0)]
+    assert groups[0]["total_lag"] == 2
