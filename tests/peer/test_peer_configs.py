@@ -191,3 +191,21 @@ def test_kafka_delete_records_alike(peers, tmp_path):
     assert deleted["pylog"][0] == (0, ["Executing records delete operation", "Records delete operation completed:",
                                        f"partition: {topic}-0\tlow_watermark: 5"])
     assert "OffsetOutOfRangeException" in " ".join(deleted["pylog"][1][1])
+
+
+# ------------------------------------------------------------------ kafka-leader-election
+
+def test_kafka_leader_election_alike(peers):
+    topic = unique_topic("leader-election")
+    for peer in peers:
+        peer.create_topic(topic)
+
+    def elect(peer, kind: str, partition: int) -> tuple[int, str]:
+        run = tool("kafka-leader-election", ["--bootstrap-server", peer.bootstrap, "--election-type", kind,
+                                             "--topic", topic, "--partition", str(partition)])
+        return run.returncode, run.out.strip()
+
+    elected = on_both(peers, lambda p: (elect(p, "PREFERRED", 0), elect(p, "UNCLEAN", 0)))
+    assert elected["pylog"] == elected["kafka"] == (
+        (0, f"Valid replica already elected for partitions {topic}-0"),
+        (0, f"Valid replica already elected for partitions {topic}-0"))
