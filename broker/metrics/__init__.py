@@ -12,6 +12,7 @@ The room, by file:
   asks remote leaders for end offsets (lag), renders the exposition off the event loop.
 - ``http``: a small asyncio HTTP server that only serves the bytes rendered last.
 - ``status_page``: the self-contained HTML page.
+- ``scrape_config``: the Prometheus scrape config ``pylog cluster scrape-config`` prints.
 
 docs/metrics.md lists every metric with its Kafka name.
 """

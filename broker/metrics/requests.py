@@ -16,7 +16,7 @@ import struct
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from broker.wire import ApiKey
+from broker.wire import ApiKey, ErrorCode
 
 __all__ = ["RequestMetrics", "api_name", "LATENCY_BUCKETS_S", "count_records"]
 
@@ -118,7 +118,6 @@ class RequestMetrics:
     def _error(self, api_key: int, code: int):
         child = self._per_error.get((api_key, code))
         if child is None:
-            from broker.wire import ErrorCode
             try:
                 error = ErrorCode(code).name
             except ValueError:
