@@ -84,8 +84,9 @@ def format_entry(entry: AccessControlEntry) -> str:
 
 
 def _block(title: str, entries) -> str:
-    lines = "\n".join("\t" + format_entry(e) for e in sorted(entries, key=_entry_key))
-    return f"{title}: \n {lines} \n"
+    """Kafka 4.1's AclCommand: ``<title>:`` then one tab-indented entry a line, then a blank line."""
+    lines = "".join("\t" + format_entry(e) + "\n" for e in sorted(entries, key=_entry_key))
+    return f"{title}:\n{lines}\n"
 
 
 def _entry_key(entry: AccessControlEntry):
@@ -178,7 +179,7 @@ def _add(backend, args, pattern_type, out) -> int:
         for entry in entries:
             validate_binding(AclBinding(pattern, entry))
     for pattern, entries in resources.items():
-        out.write(_block(f"Adding ACLs for resource `{format_pattern(pattern)}`", entries) + "\n")
+        out.write(_block(f"Adding ACLs for resource `{format_pattern(pattern)}`", entries))
         backend.create([AclBinding(pattern, e) for e in entries])
     return 0
 
@@ -217,7 +218,7 @@ def _list(backend, args, pattern_type, out) -> int:
         for pattern, entries in ordered:
             mine = {e for e in entries if principal is None or e.principal == principal}
             if mine:
-                out.write(_block(f"Current ACLs for resource `{format_pattern(pattern)}`", mine) + "\n")
+                out.write(_block(f"Current ACLs for resource `{format_pattern(pattern)}`", mine))
     return 0
 
 

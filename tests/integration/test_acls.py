@@ -283,11 +283,11 @@ def test_pylog_acls_tool_through_zookeeper_and_the_api(acl_cluster):
     api = ("--bootstrap-server", acl_cluster.bootstrap)
     added = pylog_acls("--add", *zk, "--producer", "--topic", topic, "--transactional-id", txn,
                        "--allow-principal", "User:bob")
-    assert f"Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)`: \n" in added
-    expected = (f"Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)`: \n"
-                " \t(principal=User:bob, host=*, operation=WRITE, permissionType=ALLOW)\n"
+    assert f"Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)`:\n" in added
+    expected = (f"Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)`:\n"
+                "\t(principal=User:bob, host=*, operation=WRITE, permissionType=ALLOW)\n"
                 "\t(principal=User:bob, host=*, operation=CREATE, permissionType=ALLOW)\n"
-                "\t(principal=User:bob, host=*, operation=DESCRIBE, permissionType=ALLOW) \n\n")
+                "\t(principal=User:bob, host=*, operation=DESCRIBE, permissionType=ALLOW)\n\n")
     assert pylog_acls("--list", *zk, "--topic", topic) == expected
     _until(lambda: pylog_acls("--list", *api, "--topic", topic) == expected, "the broker to learn the tool's ACLs")
     listed = pylog_acls("--list", *api, "--transactional-id", txn)
