@@ -11,11 +11,13 @@ Clients (each a separate process, so no client shares a GIL or a JVM with the be
 - ``java_producer_perf``: Kafka's ``kafka-producer-perf-test`` (``ProducerPerformance``), full JIT;
   ``producer_perf_windows`` also yields its 5-second window lines while it runs.
 - ``java_e2e``: Kafka's ``EndToEndLatency`` (one record at a time: send, ``get``, poll until it is
-  back). It commits offsets when done; pylog has no group coordinator yet, so on pylog that commit
-  hangs: the process is stopped once it has printed its percentiles.
+  back). It commits its group's offsets when done, which both systems serve (pylog's internal
+  topics get the replication factor ApacheKafkaCluster gives Kafka's, min(3, brokers): with the
+  default 3 a 1-broker pylog could not create ``__consumer_offsets`` and the commit timed out after
+  60 s); the percentiles come before the commit, so the process is stopped once it printed them.
 - ``pylog_perf``: ``python -m broker.tools.perf MODE --json ...`` (``pylog perf``).
 - ``assign_consumers``: ``bench/_sbs_consume.py`` workers (confluent-kafka or pylog's client with
-  ``assign()``; neither needs a group, which pylog does not serve yet).
+  ``assign()``; no group, so the consumers measure fetching only).
 """
 
 from __future__ import annotations
@@ -86,8 +88,12 @@ class Systems:
 
     def __enter__(self) -> "Systems":
         overrides = {"min.insync.replicas": "1"}
+        internal_topics = {"offsets.topic.replication.factor": str(min(3, self.brokers)),
+                           "transaction.state.log.replication.factor": str(min(3, self.brokers)),
+                           "transaction.state.log.min.isr": str(min(2, self.brokers))}
         try:
-            self.pylog = LocalCluster(self.brokers, overrides, root=self.root / f"pylog-{self.brokers}")
+            self.pylog = LocalCluster(self.brokers, {**overrides, **internal_topics},
+                                      root=self.root / f"pylog-{self.brokers}")
             self.pylog.root.mkdir(parents=True)
             self.pylog.start()
             install = find_kafka_install()
