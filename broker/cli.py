@@ -52,6 +52,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
     add_leader_election_parser(sub)
 
+    from broker.tools.log_dirs import add_log_dirs_parser
+
+    add_log_dirs_parser(sub)
+
     from broker.tools.acls import add_acls_parser
 
     add_acls_parser(sub)
@@ -107,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
             from broker.tools.cluster import run_cluster
 
             return run_cluster(args, sys.stdout, sys.stderr)
+        if args.command == "log-dirs":
+            from broker.tools.log_dirs import run_log_dirs
+
+            return run_log_dirs(args, sys.stdout, sys.stderr)
         if args.command == "leader-election":
             from broker.tools.leader_election import run_leader_election
 

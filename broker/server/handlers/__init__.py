@@ -25,6 +25,7 @@ from broker.server.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
     describe_transactions,
@@ -83,6 +84,7 @@ _MODULES: tuple[ModuleType, ...] = (
     create_partitions,  # on the controller (broker.controller.partitions)
     delete_records,  # on partition leaders
     elect_leaders,  # on the controller
+    describe_log_dirs,  # this broker's log directories
 )
 
 HANDLERS: MappingProxyType[int, ModuleType] = MappingProxyType(

@@ -50,6 +50,11 @@ from broker.wire.apis.elect_leaders import (
     ElectLeadersRequest,
     ElectLeadersResponse,
 )
+from broker.wire.apis.describe_log_dirs import (
+    DESCRIBE_LOG_DIRS,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+)
 from broker.wire.apis.api_versions import API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse
 from broker.wire.apis.controlled_shutdown import (
     CONTROLLED_SHUTDOWN,
@@ -222,6 +227,7 @@ __all__ = [
     "CreatePartitionsRequest", "CreatePartitionsResponse",
     "DeleteRecordsRequest", "DeleteRecordsResponse",
     "ElectLeadersRequest", "ElectLeadersResponse",
+    "DescribeLogDirsRequest", "DescribeLogDirsResponse",
 ]
 
 
@@ -263,6 +269,7 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -290,6 +297,7 @@ _ALL = (
     DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
     SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS,
     ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_RECORDS, ELECT_LEADERS,
+    DESCRIBE_LOG_DIRS,
 )
 
 API_SPECS: MappingProxyType[int, ApiSpec] = MappingProxyType({spec.key: spec for spec in _ALL})
@@ -323,6 +331,7 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),  # Kafka 4.1's: v0 went with KIP-896
     # What Kafka 4's Java admin client asks before falling back to Metadata (kafka-topics).
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
