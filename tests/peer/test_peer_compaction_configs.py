@@ -39,6 +39,8 @@ INVALID = [
     {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"},
 ]
 
+DESCRIBE_DEADLINE_S = 10.0
+
 
 def connect(peer) -> BrokerConnection:
     return BrokerConnection("127.0.0.1", peer.ports[0], client_id="peer-compaction")
@@ -71,10 +73,18 @@ def test_a_nan_dirty_ratio_is_refused_by_pylog_only(peers):
 
 
 def described(peer, topic: str) -> dict[str, tuple]:
+    """DescribeConfigs of a topic just created: Apache Kafka's broker learns a new topic from the
+    controller a moment after CreateTopics answers, and says UNKNOWN_TOPIC_OR_PARTITION until then
+    (seen once at load 13), so that answer is asked again until a deadline."""
     request = {"resources": [{"resource_type": 2, "resource_name": topic, "configuration_keys": None}],
                "include_synonyms": True, "include_documentation": False}
+    deadline = time.monotonic() + DESCRIBE_DEADLINE_S
     with connect(peer) as conn:
-        [result] = conn.request(ApiKey.DESCRIBE_CONFIGS, request, 4).results
+        while True:
+            [result] = conn.request(ApiKey.DESCRIBE_CONFIGS, request, 4).results
+            if result.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)  # polling a condition with a deadline: the broker gives no notice
     assert result.error_code == ErrorCode.NONE
     return {c.name: (c.value, c.config_source, c.config_type, c.read_only, c.is_sensitive,
                      [(s.name, s.value, s.source) for s in c.synonyms])
