@@ -51,8 +51,8 @@ from broker.client.metadata import Cluster
 from broker.client.partitioner import StickyPartitioner, partition_for_key
 from broker.client.properties import producer_options_from_properties
 from broker.client.sender import ProducerSettings, ProducerState, Sender
-from broker.client.transactions import PreparedTransaction, Transactions, complete_transaction
-from broker.client.txn_state import TxnState, TxnStateError
+from broker.client.producer_arrow import ArrowSend
+from broker.client.transactions import PreparedTransaction, TransactionCalls, Transactions
 from broker.records import Compression
 from broker.records.compression import check_supported
 from broker.wire import ErrorCode
@@ -93,7 +93,7 @@ def _parse_compression(compression) -> Compression:
         raise ValueError(str(exc)) from None
 
 
-class Producer:
+class Producer(ArrowSend, TransactionCalls):
     """Thread-safe. ``close()`` (or ``with``) flushes, stops the I/O thread and closes sockets."""
 
     def __init__(
@@ -371,156 +371,6 @@ class Producer:
         if sealed or send_now:
             self._sender.help()  # something is ready now: send it from this thread if possible
         return Delivery(batch, batch.record_count - 1, timestamp * 1_000_000)
-
-    # ------------------------------------------------------------------ Arrow
-
-    def send_arrow(self, topic: str, data, partition: int | str | None = None, key_column: str = "key",
-                   value_column: str = "value", headers_column: str | None = None,
-                   timestamp_column: str | None = None) -> ArrowDeliveries:
-        """Queue every row of a pyarrow ``Table``/``RecordBatch`` as one record.
-
-        ``value_column`` (binary or string) is required; ``key_column`` is used when present.
-        The partition of a row is ``partition`` when it is an int, the int column it names when
-        it is a str, the table's ``partition`` column when there is one, else murmur2 of the key
-        exactly as ``send`` would choose (null keys: the sticky partition); a null in the partition
-        column leaves that row to the same choice, and every partition's rows keep table order.
-        Rows are encoded per
-        partition by ``broker.records.arrow.encode_batches`` into batches of at most
-        ``batch_bytes_max`` and queued behind what ``send`` queued before. Blocks while the
-        buffer is full (``max_block_ms``); on a timeout the batches already queued stay queued
-        and the error says how many rows they hold."""
-        from broker.client import arrow_send
-        from broker.records.arrow import encode_batches
-
-        self._check_open()
-        table = arrow_send.as_table(data)
-        num_partitions = self._state.partitions.get(topic) or self._partition_count(topic)
-        values = arrow_send.binary_column(table, value_column, "value")
-        keys = arrow_send.binary_column(table, key_column, "key") if key_column in table.column_names else None
-        headers = table.column(headers_column).combine_chunks() if headers_column else None
-        timestamps = table.column(timestamp_column).combine_chunks() if timestamp_column else None
-        partitions = self._arrow_partitions(topic, table, partition, keys, num_partitions)
-        deliveries = ArrowDeliveries()
-        for group in arrow_send.group_rows(partitions, table.num_rows):
-            if not 0 <= group.partition < num_partitions:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                 f"topic {topic!r} has no partition {group.partition} "
-                                 f"({num_partitions} partitions)")
-            take = (lambda a: a) if group.indices is None else (lambda a: a.take(group.indices))
-            encoded = encode_batches(
-                take(values), keys=None if keys is None else take(keys),
-                timestamps=None if timestamps is None else take(timestamps),
-                headers=None if headers is None else take(headers),
-                compression=int(self._compression), batch_bytes_max=self._batch_bytes_max,
-                now_ms=self._clock.time_ms(), continue_offsets=False)
-            for batch in encoded:
-                rows = (range(batch.first_row, batch.first_row + batch.record_count) if group.indices is None
-                        else group.indices[batch.first_row:batch.first_row + batch.record_count])
-                self._queue_encoded(topic, group.partition, batch, rows, deliveries)
-        return deliveries
-
-    def _arrow_partitions(self, topic, table, partition, keys, num_partitions):
-        import numpy as np
-        import pyarrow as pa
-
-        from broker.client import arrow_send
-
-        if isinstance(partition, int):
-            return partition
-        column = partition if isinstance(partition, str) else (
-            "partition" if "partition" in table.column_names else None)
-        given = None
-        if column is not None:
-            given = table.column(column)
-            if not pa.types.is_integer(given.type):
-                raise TypeError(f"send_arrow: partition column {column!r} must hold integers, not {given.type}")
-            if given.null_count == 0:
-                return given.to_numpy().astype("int32", copy=False)
-        with self._state.lock:
-            sticky = self._sticky.partition(topic, num_partitions)
-            self._sticky.next_partition(topic, num_partitions)  # KIP-480: the next call moves on
-        chosen = sticky if keys is None else arrow_send.key_partitions(keys, num_partitions, sticky)
-        if given is None:
-            return chosen
-        # Some rows name a partition, the others (null) leave it to the partitioner, as in Spark's
-        # Kafka sink. Resolving both in one column keeps every partition's rows in table order;
-        # sending the two kinds separately would reorder rows that meet in one partition.
-        parts = given.fill_null(-1).to_numpy().astype("int32", copy=True)
-        nulls = np.asarray(given.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        parts[nulls] = chosen if isinstance(chosen, int) else chosen[nulls]
-        return parts
-
-    def _queue_encoded(self, topic: str, partition: int, encoded, rows, deliveries: ArrowDeliveries) -> None:
-        if len(encoded.data) > self._request_bytes_max:
-            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
-                             f"an encoded batch of {len(encoded.data)} bytes is larger than "
-                             f"request_bytes_max ({self._request_bytes_max}): a single record is too large")
-        delivery = BatchDelivery(rows)
-        state = self._state
-        with state.cond:
-            try:
-                self._reserve(len(encoded.data))
-            except KafkaTimeoutError as exc:
-                queued = deliveries.record_count
-                raise KafkaTimeoutError(f"{exc.message}; {queued} row(s) of this send_arrow call were "
-                                        f"queued before") from None
-            batch = self._acc.append_encoded((topic, partition), encoded.data, encoded.record_count,
-                                             delivery, self._clock.monotonic_ms())
-            batch.producer = self
-            delivery._batch = batch
-        deliveries.append(delivery)
-        self._sender.help()
-
-    # ------------------------------------------------------------------ transactions
-    # (semantics, errors and the prepare/complete mode: ``broker.client.transactions``)
-
-    def init_transactions(self, timeout_ms: float | None = None) -> None:
-        """InitProducerId with ``transactional_id``: fences every older instance of it, and
-        waits until its open transaction (if any) is aborted."""
-        self._require_txn().init(self._max_block_ms if timeout_ms is None else timeout_ms)
-
-    def begin_transaction(self) -> None:
-        self._require_txn().begin()
-
-    def send_offsets_to_transaction(self, offsets: dict, group_metadata, timeout_ms: float | None = None) -> None:
-        """Commit ``offsets`` ({(topic, partition): offset, (offset, metadata) or OffsetAndMetadata}) to the
-        consumer group with this transaction; ``group_metadata`` is ``Consumer.group_metadata()``
-        (KIP-447: the group coordinator fences a stale generation or member) or a group id."""
-        self._require_txn().send_offsets(offsets, group_metadata, timeout_ms)
-
-    def commit_transaction(self, timeout_ms: float | None = None) -> None:
-        self._require_txn().commit(timeout_ms)
-
-    def abort_transaction(self, timeout_ms: float | None = None) -> None:
-        self._require_txn().abort(timeout_ms)
-
-    def prepare_transaction(self, timeout_ms: float | None = None) -> PreparedTransaction:
-        """Flush the open transaction and return it, not ended (complete it later, from any
-        producer, with ``complete_transaction``)."""
-        return self._require_txn().prepare(timeout_ms)
-
-    def complete_transaction(self, prepared: PreparedTransaction, commit: bool,
-                             timeout_ms: float | None = None) -> None:
-        """EndTxn for a prepared transaction with its stored producer id and epoch; works on any
-        producer (transactional or not). Committing one already committed succeeds."""
-        if self._txn is not None and self._txn.state is TxnState.PREPARED \
-                and self._txn.transactional_id == prepared.transactional_id:
-            (self._txn.commit if commit else self._txn.abort)(timeout_ms)
-            return
-        complete_transaction(self._cluster, self._sender._io_lock, prepared, commit,
-                             self._max_block_ms if timeout_ms is None else timeout_ms)
-
-    @property
-    def transaction_state(self) -> str | None:
-        """Java's TransactionManager state name, None for a producer without transactional_id."""
-        return None if self._txn is None else self._txn.state.value
-
-    def _require_txn(self) -> Transactions:
-        if self._txn is None:
-            raise TxnStateError("this producer has no transactional_id")
-        if self._closed:
-            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "the Producer is closed")
-        return self._txn
 
     # ------------------------------------------------------------------ flush and close
 

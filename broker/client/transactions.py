@@ -61,12 +61,13 @@ from broker.client.txn_state import (
     TransactionAbortableError,
     TxnEvent,
     TxnState,
+    TxnStateError,
     fatal_or_abortable,
     next_state,
 )
 from broker.wire import ErrorCode
 
-__all__ = ["PreparedTransaction", "Transactions", "complete_transaction"]
+__all__ = ["PreparedTransaction", "TransactionCalls", "Transactions", "complete_transaction"]
 
 _log = logging.getLogger(__name__)
 
@@ -308,3 +309,58 @@ class Transactions:
         if self.state is TxnState.FATAL_ERROR and self._error is not None:
             raise self._error
         self.state = next_state(self.state, event)
+
+
+class TransactionCalls:
+    """The transactional half of ``Producer`` (a mixin: ``_txn``, a ``Transactions`` or None,
+    ``_closed``, ``_cluster``, ``_sender``, ``_max_block_ms``); each call goes to ``Transactions``."""
+
+    # (semantics, errors and the prepare/complete mode: ``broker.client.transactions``)
+
+    def init_transactions(self, timeout_ms: float | None = None) -> None:
+        """InitProducerId with ``transactional_id``: fences every older instance of it, and
+        waits until its open transaction (if any) is aborted."""
+        self._require_txn().init(self._max_block_ms if timeout_ms is None else timeout_ms)
+
+    def begin_transaction(self) -> None:
+        self._require_txn().begin()
+
+    def send_offsets_to_transaction(self, offsets: dict, group_metadata, timeout_ms: float | None = None) -> None:
+        """Commit ``offsets`` ({(topic, partition): offset, (offset, metadata) or OffsetAndMetadata}) to the
+        consumer group with this transaction; ``group_metadata`` is ``Consumer.group_metadata()``
+        (KIP-447: the group coordinator fences a stale generation or member) or a group id."""
+        self._require_txn().send_offsets(offsets, group_metadata, timeout_ms)
+
+    def commit_transaction(self, timeout_ms: float | None = None) -> None:
+        self._require_txn().commit(timeout_ms)
+
+    def abort_transaction(self, timeout_ms: float | None = None) -> None:
+        self._require_txn().abort(timeout_ms)
+
+    def prepare_transaction(self, timeout_ms: float | None = None) -> PreparedTransaction:
+        """Flush the open transaction and return it, not ended (complete it later, from any
+        producer, with ``complete_transaction``)."""
+        return self._require_txn().prepare(timeout_ms)
+
+    def complete_transaction(self, prepared: PreparedTransaction, commit: bool,
+                             timeout_ms: float | None = None) -> None:
+        """EndTxn for a prepared transaction with its stored producer id and epoch; works on any
+        producer (transactional or not). Committing one already committed succeeds."""
+        if self._txn is not None and self._txn.state is TxnState.PREPARED \
+                and self._txn.transactional_id == prepared.transactional_id:
+            (self._txn.commit if commit else self._txn.abort)(timeout_ms)
+            return
+        complete_transaction(self._cluster, self._sender._io_lock, prepared, commit,
+                             self._max_block_ms if timeout_ms is None else timeout_ms)
+
+    @property
+    def transaction_state(self) -> str | None:
+        """Java's TransactionManager state name, None for a producer without transactional_id."""
+        return None if self._txn is None else self._txn.state.value
+
+    def _require_txn(self) -> Transactions:
+        if self._txn is None:
+            raise TxnStateError("this producer has no transactional_id")
+        if self._closed:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "the Producer is closed")
+        return self._txn
