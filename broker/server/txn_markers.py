@@ -26,6 +26,14 @@ Per partition, the answer decides:
 A partition of a topic that is no longer in the metadata (deleted) counts as written, as in Kafka.
 When every partition of a job is written, ``on_written(marker_id)`` is called once.
 
+Bounds: a job exists only for a transaction in PrepareCommit/PrepareAbort whose partition this
+coordinator owns (at most one per transactional id: the core refuses a new transaction of an id
+until its markers are written), and each of its partitions is in at most one place at a time
+(queued for one destination, in flight, or waiting for its retry timer), so the per-broker queues
+hold at most the partitions of those prepared transactions; a dropped job's entries are taken
+out of the queues at once (``drop``). An unreachable destination does not make them grow: its
+entries cycle through a failed send and a retry timer, one copy each.
+
 Every task (per-broker senders, retry timers) belongs to the task group of ``run``.
 """
 
@@ -121,6 +129,12 @@ class MarkerSender:
             job = self._jobs.pop(marker_id, None)
             if job is not None:
                 job.dropped = True
+        for broker, entries in list(self._queues.items()):
+            self._queues[broker] = [e for e in entries if not e.job.dropped]
+
+    def queued(self) -> int:
+        """Partitions waiting in the per-broker queues (see Bounds in the module docstring)."""
+        return sum(len(e.partitions) for entries in self._queues.values() for e in entries)
 
     def clear(self) -> None:
         """Forget every job (shutdown)."""
