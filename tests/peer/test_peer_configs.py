@@ -9,17 +9,17 @@ that makes them (other modules describe the brokers).
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import re
 import time
-from argparse import Namespace
 
 import pytest
 from confluent_kafka import Producer
 
 from broker.client import AdminClient
-from broker.tools.configs import run_configs
+from broker.tools.configs import add_configs_parser, run_configs
 from peer_support import unique_topic
 from test_peer_kafka_tools import on_both, tool
 
@@ -33,16 +33,15 @@ def _kafka_configs(peer, *args: str):
 
 
 def _pylog_configs(peer, entity: list[str], describe_all: bool = False) -> str:
-    """``pylog configs --describe`` in this process (its output)."""
-    options = dict(bootstrap_server=peer.bootstrap, entity_type=None, entity_name=None, entity_default=False,
-                   topic=None, broker=None, broker_defaults=False, describe=True, alter=False,
-                   all=describe_all, add_config=None, delete_config=None)
-    for flag, value in zip(entity[::2], entity[1::2]):
-        options[flag.removeprefix("--").replace("-", "_")] = value
-    if "--entity-default" in entity:
-        options.update(entity_default=True, entity_type="brokers")
+    """``pylog configs --describe`` in this process (its output), parsed by its own parser."""
+    parser = argparse.ArgumentParser()
+    add_configs_parser(parser.add_subparsers(dest="command"))
+    if "--entity-default" in entity and "--entity-type" not in entity:
+        entity = ["--entity-type", "brokers", *entity]
+    args = parser.parse_args(["configs", "--bootstrap-server", peer.bootstrap, "--describe", *entity,
+                              *(["--all"] if describe_all else [])])
     out, err = io.StringIO(), io.StringIO()
-    assert run_configs(Namespace(**options), out, err) == 0, err.getvalue()
+    assert run_configs(args, out, err) == 0, err.getvalue()
     return out.getvalue()
 
 
