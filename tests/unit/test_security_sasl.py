@@ -210,3 +210,20 @@ def test_gate_reauthentication_keeps_the_principal_and_expiry_closes():
             await gate.handle(metadata)
     now[0] = 0
     _in_connection(expired)
+
+
+def test_gate_handshake_v0_then_raw_scram_tokens():
+    """SaslHandshake v0 (before KIP-152): the tokens follow as bare frames, answered bare."""
+    now = [0]
+    gate, dispatcher = _gate(now)
+    from broker.security.scram import ScramClient
+
+    async def run(state):
+        answer = await gate.handle(encode_request(ApiKey.SASL_HANDSHAKE, 0, 1, "t", {"mechanism": "SCRAM-SHA-256"}))
+        assert decode_response(ApiKey.SASL_HANDSHAKE, 0, b"".join(bytes(c) for c in answer)[4:])[1].error_code == 0
+        client = ScramClient("SCRAM-SHA-256", "alice", "alice-secret", lambda: "nonce")
+        server_first = await gate.handle(client.first())
+        client.verify(await gate.handle(client.final(server_first)))
+        assert network.principal() == "User:alice"
+        assert await gate.handle(encode_request(ApiKey.METADATA, 1, 9, "t", {"topics": []})) == [b"served"]
+    _in_connection(run)
