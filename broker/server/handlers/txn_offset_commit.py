@@ -1,7 +1,7 @@
 """TxnOffsetCommit (key 28), v0-4 served: a transactional producer commits a consumer group's
 offsets inside its transaction (KIP-98; v3+ carry the member's generation, KIP-447). Kafka 4.1
 also advertises v5, the transaction-version-2 form that adds the offsets partition implicitly
-(KIP-890 part 2), which pylog does not have (see EndTxn).
+(KIP-890 part 2), which pylog does not serve (it serves EndTxn v5's epoch bump only).
 
 As Kafka's ``KafkaApis.handleTxnOffsetCommitRequest``: a partition the cluster does not have is
 answered UNKNOWN_TOPIC_OR_PARTITION (3) here. Then, as Kafka's coordinator runtime does for a
