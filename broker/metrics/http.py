@@ -6,6 +6,13 @@ they keep asking. Here every response body was rendered before the request came 
 returns bytes that the service refreshed at its own pace), so a scrape costs parsing one request
 head and one write, on the loop, between two Kafka requests.
 
+A burst of scrapes (a hundred scrapers on the same period arrive together) must not queue ahead
+of Kafka requests on the loop: asyncio runs ready callbacks first in, first out, so a hundred
+scrape handlers made ready at once would put a Kafka request behind all of them. Hence at most
+``ANSWERING_MAX`` scrapes are answered at a time (the others wait on a semaphore before writing, costing nothing),
+and the accept backlog is ``ACCEPT_BACKLOG``: asyncio accepts up to that many connections in one
+callback, and the kernel holds the rest (a scraper waits; a Kafka client does not).
+
 Only GET and HEAD exist (405 otherwise, with ``Allow``); unknown paths are 404; the query string
 is ignored; request heads are limited to ``HEAD_BYTES_MAX`` and must arrive within
 ``HEAD_TIMEOUT_S``; at most ``CONNECTIONS_MAX`` connections are served at once (the rest are
@@ -25,6 +32,8 @@ logger = logging.getLogger(__name__)
 HEAD_BYTES_MAX = 8 * 1024
 HEAD_TIMEOUT_S = 5.0
 CONNECTIONS_MAX = 512
+ANSWERING_MAX = 2
+ACCEPT_BACKLOG = 16
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
 
 # (content type, body); a route returns None for "not found"
@@ -38,6 +47,7 @@ class MetricsHttpServer:
         self._routes = routes
         self._server: asyncio.Server | None = None
         self._open = 0
+        self._answering: asyncio.Semaphore | None = None
 
     @property
     def port(self) -> int:
@@ -45,8 +55,9 @@ class MetricsHttpServer:
         return self._server.sockets[0].getsockname()[1]
 
     async def start(self) -> None:
+        self._answering = asyncio.Semaphore(ANSWERING_MAX)
         self._server = await asyncio.start_server(self._serve, self._host, self._port, limit=HEAD_BYTES_MAX,
-                                                  reuse_address=True)
+                                                  reuse_address=True, backlog=ACCEPT_BACKLOG)
 
     async def close(self) -> None:
         if self._server is not None:
@@ -82,11 +93,14 @@ class MetricsHttpServer:
             return await self._send(writer, 404, "text/plain", b"not found\n", head_only=method == b"HEAD")
         await self._send(writer, 200, page[0], page[1], head_only=method == b"HEAD")
 
-    @staticmethod
-    async def _send(writer: asyncio.StreamWriter, status: int, content_type: str, body: bytes,
+    async def _send(self, writer: asyncio.StreamWriter, status: int, content_type: str, body: bytes,
                     head_only: bool = False, extra: bytes = b"") -> None:
+        """The write, ``ANSWERING_MAX`` at a time (reading a request head takes no slot, so an
+        idle client cannot hold one); a reader that does not take the bytes within
+        ``HEAD_TIMEOUT_S`` is dropped."""
         header = (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
                   f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\n"
                   "X-Content-Type-Options: nosniff\r\nConnection: close\r\n").encode() + extra + b"\r\n"
-        writer.write(header if head_only else header + body)
-        await writer.drain()
+        async with self._answering:
+            writer.write(header if head_only else header + body)
+            await asyncio.wait_for(writer.drain(), HEAD_TIMEOUT_S)
