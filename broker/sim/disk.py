@@ -137,6 +137,15 @@ class MemoryLog:
         self.flushed_batches = min(self.flushed_batches, len(self.batches))
         return True
 
+    def increment_log_start_offset(self, offset: int) -> bool:
+        """As ``Log.increment_log_start_offset``: forward only, never past the end (batches stay
+        until retention, which the simulation does not run)."""
+        offset = min(offset, self._end)
+        if offset <= self._start:
+            return False
+        self._start = offset
+        return True
+
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.truncations += 1
         self.batches.clear()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from test_replication_partition import Clock, append, follow, lead, partition, records_at
 
 from broker.replica.fetcher import (
@@ -89,3 +91,22 @@ def test_out_of_range_below_the_leaders_log_start_restarts_the_log_there():
     session.on_fetch_responses({TP: FetchedPartition(ErrorCode.OFFSET_OUT_OF_RANGE, 120, 100)}, clock.now)
     assert follower.log.log_start_offset == follower.log.log_end_offset == 100
     assert session.fetch_requests(clock.now)[0].fetch_offset == 100
+
+
+def test_delete_records_on_the_leader_moves_the_followers_log_start_at_its_next_fetch():
+    clock = Clock()
+    leader, _ = partition(1, clock)
+    follower, _ = partition(2, clock)
+    lead(leader, isr=(1,), epoch=1, version=1)
+    append(leader, ["a", "b", "c", "d"])
+    follow(follower, 1, epoch=1, version=1)
+    session = FetchSession(2, 1, lambda t, p: follower, FetcherSettings())
+    session.add(TP, 1)
+    exchange(session, leader, clock)
+    assert follower.log.log_end_offset == 4 and follower.log.log_start_offset == 0
+    with pytest.raises(ValueError):  # above the high watermark: OFFSET_OUT_OF_RANGE in the handler
+        leader.delete_records(leader.high_watermark + 1)
+    assert leader.delete_records(3) == 3 and leader.log.log_start_offset == 3
+    exchange(session, leader, clock)
+    assert follower.log.log_start_offset == 3 and follower.log.log_end_offset == 4
+    assert leader.delete_records(-1) == leader.high_watermark == 4
