@@ -312,7 +312,6 @@ class Broker:
             lambda request: write_txn_markers.handle(self.context, None, request),
             lambda host, port: InterBrokerConnection(host, port, f"broker-{config.broker_id}-txn-markers",
                                                      timeout_s),
-            lambda marker_id: self.txn.markers_written(marker_id),
             request_refresh=lambda **kw: self.sync.request_refresh(**kw))
         verifier = RemoteTxnVerifier(config.broker_id, lambda: cache.snapshot, listener,
                                      config.internal_topics.transaction_state_log_num_partitions, timeout_s)

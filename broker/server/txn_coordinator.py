@@ -95,8 +95,8 @@ class TxnCoordinatorService:
     def __init__(self, core, replicas, settings: TxnServiceSettings, now_ms: Callable[[], int],
                  next_producer_id: Callable[[], Awaitable[int]], markers: MarkerSender | None = None,
                  remote_verify: Callable[..., Awaitable[int]] | None = None) -> None:
-        """``markers``: the marker sender (its ``on_written`` must be ``self.markers_written``;
-        ``attach_markers`` does that); ``remote_verify(transactional_id, ...)``: asks the
+        """``markers``: the marker sender (``run`` runs it, reporting to ``markers_written``);
+        ``remote_verify(transactional_id, ...)``: asks the
         coordinator broker of an id this broker does not coordinate."""
         self.core = core
         self._replicas = replicas
@@ -176,7 +176,7 @@ class TxnCoordinatorService:
                                       effect.committed, effect.coordinator_epoch), effect.partitions)
 
     def markers_written(self, marker_id: int) -> None:
-        """The ``MarkerSender``'s ``on_written``."""
+        """Every marker of ``marker_id`` is written (the ``MarkerSender`` calls it: ``run``)."""
         self._apply(self.core.markers_written(marker_id, self._now_ms()))
 
     # ------------------------------------------------------------------------------ appends
@@ -317,7 +317,7 @@ class TxnCoordinatorService:
             self._group = group
             try:
                 if self.markers is not None:
-                    group.create_task(self.markers.run(), name="txn-markers")
+                    group.create_task(self.markers.run(self.markers_written), name="txn-markers")
                 queued, self._before_run = self._before_run, []
                 for coroutine, name in queued:
                     group.create_task(coroutine, name=name)

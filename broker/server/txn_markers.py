@@ -24,7 +24,8 @@ Per partition, the answer decides:
   refresh of the topic is requested first).
 
 A partition of a topic that is no longer in the metadata (deleted) counts as written, as in Kafka.
-When every partition of a job is written, ``on_written(marker_id)`` is called once.
+When every partition of a job is written, ``on_written(marker_id)`` (given to ``run`` by the
+coordinator that owns the sender) is called once.
 
 Bounds: a job exists only for a transaction in PrepareCommit/PrepareAbort whose partition this
 coordinator owns (at most one per transactional id: the core refuses a new transaction of an id
@@ -84,7 +85,7 @@ class _Entry:
 class MarkerSender:
     def __init__(self, broker_id: int, snapshot: Callable, listener_name: str,
                  local_write: Callable[[object], Awaitable[object]],
-                 connect: Callable[[str, int], object], on_written: Callable[[int], None],
+                 connect: Callable[[str, int], object],
                  request_refresh: Callable[..., None] = lambda **_: None,
                  backoff_ms: int = 20, backoff_max_ms: int = 1_000,
                  build_request: Callable | None = None, parse_response: Callable | None = None) -> None:
@@ -96,7 +97,7 @@ class MarkerSender:
         self._listener = listener_name
         self._local_write = local_write
         self._connect = connect
-        self._on_written = on_written
+        self._on_written: Callable[[int], None] = lambda marker_id: None  # set by ``run``
         self._request_refresh = request_refresh
         self._backoff_ms = backoff_ms
         self._backoff_max_ms = backoff_max_ms
@@ -276,8 +277,10 @@ class MarkerSender:
             return
         self._group.create_task(coroutine, name=name)
 
-    async def run(self) -> None:
-        """Serve until cancelled; owns every sender and retry task."""
+    async def run(self, on_written: Callable[[int], None]) -> None:
+        """Serve until cancelled; owns every sender and retry task. ``on_written(marker_id)``:
+        every partition of that job has its marker (the coordinator completes the transaction)."""
+        self._on_written = on_written
         async with asyncio.TaskGroup() as group:
             self._group = group
             try:

@@ -319,14 +319,16 @@ class Leaders:
 
 
 def sender_world(snapshot_box, leaders, written):
-    return MarkerSender(1, lambda: snapshot_box[0], "PLAINTEXT", leaders.local, leaders.connect, written.append,
-                        backoff_ms=5, backoff_max_ms=20, build_request=Request,
-                        parse_response=lambda errors: errors)
+    sender = MarkerSender(1, lambda: snapshot_box[0], "PLAINTEXT", leaders.local, leaders.connect,
+                          backoff_ms=5, backoff_max_ms=20, build_request=Request,
+                          parse_response=lambda errors: errors)
+    sender.written = written  # what run_sender hands to run() as on_written
+    return sender
 
 
 def run_sender(sender, body):
     async def main():
-        runner = asyncio.create_task(sender.run())
+        runner = asyncio.create_task(sender.run(sender.written.append))
         try:
             await body()
         finally:
@@ -411,7 +413,7 @@ def test_the_service_reports_markers_written_to_the_core(tmp_path):
     leaders = Leaders()
     world = World(tmp_path)
     sender = MarkerSender(1, lambda: box[0], "PLAINTEXT", leaders.local, leaders.connect,
-                          world.service.markers_written, backoff_ms=5, build_request=Request,
+                          backoff_ms=5, build_request=Request,
                           parse_response=lambda errors: errors)
     world.service.markers = sender
 
@@ -428,7 +430,7 @@ def test_close_answers_parked_requests_and_forgets_marker_jobs(tmp_path):
     leaders.answers[(2, "a", 0)] = [ErrorCode.NOT_LEADER_OR_FOLLOWER] * 1000
     world = World(tmp_path)
     sender = MarkerSender(1, lambda: box[0], "PLAINTEXT", leaders.local, leaders.connect,
-                          world.service.markers_written, backoff_ms=5, build_request=Request,
+                          backoff_ms=5, build_request=Request,
                           parse_response=lambda errors: errors)
     world.service.markers = sender
 
@@ -461,7 +463,7 @@ def test_marker_jobs_of_an_unloaded_partition_stop_retrying(tmp_path):
     leaders.answers[(2, "a", 0)] = [ErrorCode.NOT_LEADER_OR_FOLLOWER] * 10_000
     world = World(tmp_path)
     sender = MarkerSender(1, lambda: box[0], "PLAINTEXT", leaders.local, leaders.connect,
-                          world.service.markers_written, backoff_ms=5, backoff_max_ms=5, build_request=Request,
+                          backoff_ms=5, backoff_max_ms=5, build_request=Request,
                           parse_response=lambda errors: errors)
     world.service.markers = sender
 
