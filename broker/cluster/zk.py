@@ -404,6 +404,11 @@ class KafkaZkClient:
                 log.warning("ignoring %s: %s", path, exc)
         return sorted(found)
 
+    def last_config_change(self) -> int:
+        """The newest notification's sequence number (-1: none), from the names alone."""
+        numbers = [n for n in map(_sequence_number, self._children(paths.CONFIG_CHANGES)) if n is not None]
+        return max(numbers, default=-1)
+
     def watch_config_changes(self, callback: Callable[[], bool | None]) -> ChildrenWatch:
         """Call ``callback()`` now and whenever ``/config/changes`` gets a child."""
         self._zk.ensure_path(paths.CONFIG_CHANGES)

@@ -55,8 +55,7 @@ class ConfigChangeService:
 
     async def load(self) -> DynamicBrokerConfigs:
         """Read this broker's dynamic levels (ZooKeeper errors propagate: start-up fails)."""
-        changes = await asyncio.to_thread(self._zk.get_config_changes, -1)
-        self._last_seen = changes[-1][0] if changes else -1
+        self._last_seen = await asyncio.to_thread(self._zk.last_config_change)
         self.levels = await asyncio.to_thread(self._read_levels)
         return self.levels
 
