@@ -404,6 +404,24 @@ class KafkaZkClient:
                 log.warning("ignoring %s: %s", path, exc)
         return sorted(found)
 
+    def purge_config_changes(self, older_than_ms: int, now_ms: int) -> int:
+        """Delete notifications created more than ``older_than_ms`` ago (Kafka's
+        ``ZkNodeChangeNotificationListener`` purge, 15 min); the number deleted. Several brokers
+        may purge at once: a notification already gone is skipped."""
+        deleted = 0
+        for child in self._children(paths.CONFIG_CHANGES):
+            if _sequence_number(child) is None:
+                continue
+            path = f"{paths.CONFIG_CHANGES}/{child}"
+            try:
+                stat = self._read(self._zk.exists, path)
+                if stat is not None and now_ms - stat.ctime > older_than_ms:
+                    self._zk.delete(path)
+                    deleted += 1
+            except zke.NoNodeError:
+                continue
+        return deleted
+
     def last_config_change(self) -> int:
         """The newest notification's sequence number (-1: none), from the names alone."""
         numbers = [n for n in map(_sequence_number, self._children(paths.CONFIG_CHANGES)) if n is not None]

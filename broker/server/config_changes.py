@@ -8,8 +8,8 @@ each notification newer than the last it handled, re-reads the entity it names (
 partitions (``ReplicaManager.apply``); ``brokers/<default>`` and ``brokers/<own id>`` rebuild this
 broker's configuration and apply it (``on_broker_config``); ``users``/``clients`` go to whoever
 registered for them (quotas, SCRAM credentials). Notifications that existed at start-up are not
-replayed: the start-up read already saw their result. Kafka also purges notifications older than
-15 minutes; pylog does not yet (they are small and only read once per broker).
+replayed: the start-up read already saw their result. As Kafka, each broker deletes notifications
+older than 15 minutes whenever it handles new ones.
 
 Kazoo is blocking: every ZooKeeper call runs in a worker thread; the watch only wakes the loop.
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Awaitable, Callable, Mapping
 
 from kazoo.exceptions import KazooException
@@ -31,6 +32,7 @@ __all__ = ["ConfigChangeService"]
 logger = logging.getLogger(__name__)
 
 RETRY_BACKOFF_MS = 500  # after a failed read of the notifications
+CHANGE_EXPIRATION_MS = 15 * 60_000  # notifications older than this are deleted (Kafka's 15 min)
 
 
 class ConfigChangeService:
@@ -99,6 +101,8 @@ class ConfigChangeService:
 
     async def _process(self) -> None:
         changes = await asyncio.to_thread(self._zk.get_config_changes, self._last_seen)
+        if changes:
+            await asyncio.to_thread(self._zk.purge_config_changes, CHANGE_EXPIRATION_MS, int(time.time() * 1000))
         broker_changed = False
         for number, entity_path in changes:
             self._last_seen = max(self._last_seen, number)

@@ -36,6 +36,7 @@ from confluent_kafka.admin import (
 from kazoo.client import KazooClient
 
 from broker.client import AdminClient as PylogAdmin
+from broker.cluster.zk import KafkaZkClient
 from broker.client.config_admin import OP_SET, RESOURCE_BROKER, describe_configs, incremental_alter_configs
 from broker.tools.delete_records import run_delete_records
 from broker.tools.leader_election import add_leader_election_parser, run_leader_election
@@ -219,6 +220,15 @@ def test_zookeeper_holds_configs_as_kafka_does(cluster, admin):
     finally:
         zk.stop()
         zk.close()
+    client = KafkaZkClient(cluster.zk_connect, 10_000, 10_000)
+    client.start()
+    try:  # Kafka's purge: the notifications older than the limit go, the newest stays readable
+        assert client.purge_config_changes(60_000, int(time.time() * 1000)) == 0  # all younger than 1 min
+        newest = client.last_config_change()
+        assert client.purge_config_changes(-1, int(time.time() * 1000)) >= 3
+        assert client.last_config_change() == -1 and client.get_config_changes(newest - 1) == []
+    finally:
+        client.close()
 
 
 @pytest.mark.parametrize("kind, name, entry, code", [
