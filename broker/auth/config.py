@@ -34,10 +34,10 @@ class AuthorizerConfig:
         return bool(self.class_name)
 
 
-def authorizer_from_properties(get: Callable) -> AuthorizerConfig:
+def authorizer_from_properties(get: Callable, error: type[Exception] = ValueError) -> AuthorizerConfig:
     """``get(key, parse(key, raw), default)`` is the broker config reader (it records the keys as
-    known and raises ``ConfigError`` from ``parse``)."""
-    from broker.server.config import ConfigError  # (config imports this module)
+    known); ``error`` is the exception a bad value raises (the broker passes its ``ConfigError``)."""
+    ConfigError = error  # noqa: N806  (the broker's class, under its name)
 
     def class_name(key: str, raw: str) -> str:
         if raw not in AUTHORIZER_CLASS_NAMES:

@@ -269,7 +269,7 @@ class BrokerConfig:
                 "transaction.state.log.load.buffer.size", _positive_int, 5 * _MIB),
             transaction_partition_verification_enable=p.get(
                 "transaction.partition.verification.enable", _bool, True),
-            authorizer=authorizer_from_properties(p.get),
+            authorizer=authorizer_from_properties(p.get, ConfigError),
             log=_log_config(props),
             metrics=MetricsConfig(
                 port=p.get("metrics.port", lambda k, raw: _integer(k, raw, 0, 65535), 0),

@@ -57,6 +57,7 @@ class AclCluster:
         self.zk = KazooClient(hosts=self.cluster.zk_connect)
         self.zk.start()
         self.store = AclZkStore(self.zk, lambda: int(time.time() * 1000))
+        self.admin = None  # _admin(): one confluent AdminClient for the module
 
     def grant(self, resource_type: Rt, name: str, *operations: Op, permission=Perm.ALLOW,
               pattern=PatternType.LITERAL, principal: str = ANON) -> None:
@@ -99,7 +100,10 @@ def _until(condition, what: str, timeout_s: float = WAIT_S):
 
 
 def _admin(acl_cluster) -> AdminClient:
-    return AdminClient({"bootstrap.servers": acl_cluster.bootstrap})
+    """One admin client for the module (each test's topics and ACL calls share it)."""
+    if getattr(acl_cluster, "admin", None) is None:
+        acl_cluster.admin = AdminClient({"bootstrap.servers": acl_cluster.bootstrap})
+    return acl_cluster.admin
 
 
 def _create_topic(acl_cluster, name: str) -> None:
@@ -127,8 +131,10 @@ def _produce(acl_cluster, topic: str, n: int = 3, **config):
                                          "enable.idempotence": False, **config})
     errors = []
     for i in range(n):
-        producer.produce(topic, f"v{i}".encode(), on_delivery=lambda err, _msg: errors.append(err))
-    producer.flush(WAIT_S)
+        # codes, not KafkaError objects: KafkaError == None sets a TypeError that surfaces later as a
+        # SystemError in some unrelated call (confluent-kafka's rich compare)
+        producer.produce(topic, f"v{i}".encode(), on_delivery=lambda err, _msg: errors.append(err and err.code()))
+    assert producer.flush(WAIT_S) == 0
     return errors
 
 
@@ -148,7 +154,7 @@ def test_produce_and_consume_need_write_and_read(acl_cluster):
     topic, group = _name("orders"), _name("readers")
     _create_topic(acl_cluster, topic)
     errors = _produce(acl_cluster, topic, n=2)
-    assert errors and all(e is not None and e.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED for e in errors)
+    assert errors == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 2
 
     acl_cluster.grant(Rt.TOPIC, topic, Op.WRITE)
     _until(lambda: _produce(acl_cluster, topic, n=1) == [None], "WRITE to reach the broker")
@@ -298,4 +304,31 @@ def test_pylog_acls_tool_through_zookeeper_and_the_api(acl_cluster):
     pylog_acls("--remove", *api, "--force", "--topic", topic)
     pylog_acls("--remove", *zk, "--force", "--transactional-id", txn)
     assert pylog_acls("--list", *zk, "--topic", topic) == ""
-    assert pylog_acls("--list", *api, "--transactional-id", txn, "--topic", topic) == ""
+    _until(lambda: pylog_acls("--list", *api, "--transactional-id", txn, "--topic", topic) == "",
+           "the broker to learn the removal written to ZooKeeper")
+
+
+def test_pylog_client_gets_kafkas_errors(acl_cluster):
+    """pylog's own client: a topic it may not write is TOPIC_AUTHORIZATION_FAILED, a group it may
+    not read GROUP_AUTHORIZATION_FAILED; after the grants, the same calls work."""
+    from broker.client import Consumer, KafkaError as PylogKafkaError, Producer
+
+    topic, group = _name("pylog-client"), _name("pylog-group")
+    _create_topic(acl_cluster, topic)
+
+    def send_code():
+        with Producer(acl_cluster.bootstrap, enable_idempotence=False, acks=1, delivery_timeout_ms=5000) as producer:
+            try:
+                producer.send(topic, b"from-pylog").get(timeout_ms=10000)
+                return None
+            except PylogKafkaError as exc:
+                return exc.code
+    assert send_code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    acl_cluster.grant(Rt.TOPIC, topic, Op.WRITE, Op.READ)
+    _until(lambda: send_code() is None, "WRITE for pylog's producer", timeout_s=WAIT_S)
+
+    with Consumer(acl_cluster.bootstrap, group_id=group, auto_offset_reset="earliest") as consumer:
+        consumer.subscribe([topic])
+        with pytest.raises(PylogKafkaError) as caught:
+            _until(lambda: consumer.poll(timeout_ms=200), "an answer to pylog's consumer")
+        assert caught.value.code == KafkaError.GROUP_AUTHORIZATION_FAILED

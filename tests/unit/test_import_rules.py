@@ -80,3 +80,18 @@ def test_rules_see_the_code():
     assert modules("broker/records"), "broker/records has no modules?"
     assert "broker.records.errors" in imports_of(ROOT / "broker/records/header.py")
     assert project_part("broker.records.header") == "broker.records"
+
+
+def test_authorization_core_is_pure():
+    """broker/auth: the ACL model, the decision and the ZooKeeper codec import nothing of the
+    project and do no I/O; only ``zk_store`` (the shell that watches ZooKeeper) uses kazoo and
+    asyncio."""
+    violations = []
+    for path in modules("broker/auth"):
+        for module in imports_of(path):
+            part = project_part(module)
+            if part is not None and part != "broker.auth":
+                violations.append(f"{path.relative_to(ROOT)} imports {module}")
+            if path.name != "zk_store.py" and module.split(".")[0] in NO_IO:
+                violations.append(f"{path.relative_to(ROOT)} imports {module} (only zk_store may)")
+    assert not violations, "\n".join(violations)
