@@ -10,7 +10,8 @@ topics; Write, Describe on transactional ids; ``--idempotent``: IdempotentWrite 
 ACLs; ``--remove`` asks for confirmation unless ``--force``.
 
 Two ways to reach the ACLs: ``--bootstrap-server`` uses CreateAcls/DescribeAcls/DeleteAcls (the
-principal of the connection needs ALTER / DESCRIBE on the cluster), ``--zookeeper HOST:PORT[/chroot]``
+principal of the connection needs ALTER / DESCRIBE on the cluster; ``--command-config`` gives the
+admin client's ``security.protocol``, ``ssl.*`` and ``sasl.*`` as kafka-acls takes them), ``--zookeeper HOST:PORT[/chroot]``
 (or Kafka 2.x's ``--authorizer-properties zookeeper.connect=...``) writes ZooKeeper directly, as
 Kafka's ZooKeeper-era tool did: how the first ACLs of a secured cluster are made.
 """
@@ -67,6 +68,8 @@ def add_acls_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--idempotent", action="store_true", help="with --producer: IdempotentWrite on the cluster")
     parser.add_argument("--principal", action="append", default=[], help="with --list: only this principal's ACLs")
     parser.add_argument("--force", action="store_true", help="remove without asking")
+    parser.add_argument("--command-config", default=None, metavar="FILE",
+                        help="with --bootstrap-server: admin client properties (security.protocol, ssl.*, sasl.*)")
     parser.add_argument("--timeout-ms", type=int, default=30_000, help="how long to wait (default 30000)")
     return parser
 
@@ -233,7 +236,7 @@ def _ask(question: str) -> bool:
 def _backend(args):
     if args.bootstrap_server:
         from broker.tools.acls_backends import ApiBackend
-        return ApiBackend(args.bootstrap_server, args.timeout_ms)
+        return ApiBackend(args.bootstrap_server, args.timeout_ms, args.command_config)
     connect = args.zookeeper
     if connect is None:
         props = dict(item.partition("=")[::2] for item in args.authorizer_properties)

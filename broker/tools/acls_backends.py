@@ -10,6 +10,7 @@ its own.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from kazoo.client import KazooClient
 
@@ -47,8 +48,14 @@ def _filter_body(acl_filter: AclBindingFilter) -> dict:
 
 
 class ApiBackend:
-    def __init__(self, bootstrap: str, timeout_ms: int) -> None:
-        self._admin = AdminClient(bootstrap, config=ClientConfig(client_id="pylog-acls", request_timeout_ms=timeout_ms))
+    def __init__(self, bootstrap: str, timeout_ms: int, command_config: str | None = None) -> None:
+        security = None
+        if command_config is not None:
+            from broker.client.security import client_security
+            from broker.server.config import parse_properties
+            security = client_security(parse_properties(Path(command_config).read_text()))
+        self._admin = AdminClient(bootstrap, config=ClientConfig(client_id="pylog-acls", request_timeout_ms=timeout_ms,
+                                                                 security=security))
 
     def _request(self, api_key: int, body: dict):
         conn = self._admin.cluster.any_connection()

@@ -124,6 +124,16 @@ def _scenario(peer: SecuredPeer, names: dict[str, str]) -> dict:
                            "--topic", ok], capture_output=True, timeout=60)
     assert ours.returncode == 0, ours.stderr.decode(errors="replace")
     seen["pylog_acls_list_topic"] = _blocks(ours.stdout.decode())
+    # as alice (--command-config, SASL), who may not DESCRIBE the cluster: both tools are refused
+    alice_config = names["tmp"] / f"alice-{peer.name}.properties"
+    alice_config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                            f"sasl.jaas.config={JAAS.split(' username')[0]} username=\"alice\" password=\"alice-secret\";\n")
+    theirs = run_kafka_tool("kafka-acls", ["--bootstrap-server", peer.sasl, "--command-config", str(alice_config),
+                                           "--list"])
+    ours = subprocess.run([sys.executable, "-m", "broker.cli", "acls", "--list", "--bootstrap-server", peer.sasl,
+                           "--command-config", str(alice_config)], capture_output=True, timeout=60)
+    seen["alice_kafka_acls_refused"] = b"ClusterAuthorization" in theirs.stdout + theirs.stderr
+    seen["alice_pylog_acls_refused"] = (ours.returncode, b"CLUSTER_AUTHORIZATION_FAILED" in ours.stderr)
 
     def produce(topic):
         producer = confluent_kafka.Producer({**peer.alice(), "message.timeout.ms": 10000})
@@ -170,14 +180,15 @@ def _scenario(peer: SecuredPeer, names: dict[str, str]) -> dict:
     return seen
 
 
-def test_same_acls_same_answers(secured_peers):
+def test_same_acls_same_answers(secured_peers, tmp_path):
     tag = uuid.uuid4().hex[:6]
     names = {"ok": f"acl-ok-{tag}", "no": f"acl-no-{tag}", "hidden": f"acl-hidden-{tag}",
-             "group_ok": f"g-ok-{tag}", "group_no": f"g-no-{tag}", "txn_ok": f"tx{tag}-1", "txn_no": f"other-{tag}"}
+             "group_ok": f"g-ok-{tag}", "group_no": f"g-no-{tag}", "txn_ok": f"tx{tag}-1", "txn_no": f"other-{tag}", "tmp": tmp_path}
     kafka, pylog = (_scenario(peer, names) for peer in secured_peers)
     assert kafka["produce_ok"] == [None]
     assert kafka["produce_no"] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
     assert kafka["txn_no"] == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert kafka["pylog_acls_list_topic"] == kafka["list_topic"]  # pylog acls against Kafka prints as kafka-acls
+    assert kafka["alice_kafka_acls_refused"] and kafka["alice_pylog_acls_refused"] == (2, True)
     for key in kafka:
         assert pylog[key] == kafka[key], (key, kafka[key], pylog[key])
