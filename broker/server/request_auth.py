@@ -266,8 +266,16 @@ async def _offset_fetch(ctx, module, header, request, check):
     if not permitted:
         return refused
     response = await module.handle(ctx, header, _copy(request, groups=permitted))
+    asked = {g.group_id: g.topics for g in permitted}
     for group in response.groups:
-        group.topics = [t for t in group.topics if check(Op.DESCRIBE, Rt.TOPIC, t.name)]  # TODO named topics
+        if asked.get(group.group_id) is None:  # all topics: leave out what it may not describe
+            group.topics = [t for t in group.topics if check(Op.DESCRIBE, Rt.TOPIC, t.name)]
+            continue
+        for topic in group.topics:  # named topics: TOPIC_AUTHORIZATION_FAILED, no offsets
+            if not check(Op.DESCRIBE, Rt.TOPIC, topic.name):
+                for partition in topic.partitions:
+                    partition.error_code, partition.committed_offset = _TOPIC_DENIED, -1
+                    partition.committed_leader_epoch, partition.metadata = -1, None
     response.groups.extend(refused.groups)
     return response
 
@@ -477,4 +485,11 @@ RULES: dict[int, Rule] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
     17: _open,  # SaslHandshake: before authentication, as Kafka
     36: _open,  # SaslAuthenticate
+    21: _topics(Op.DELETE),  # DeleteRecords
+    37: _topics(Op.ALTER, answers="results"),  # CreatePartitions
+    35: _cluster(Op.DESCRIBE),  # DescribeLogDirs
+    43: _cluster(Op.ALTER),  # ElectLeaders
+    45: _cluster(Op.ALTER),  # AlterPartitionReassignments
+    50: _cluster(Op.DESCRIBE),  # DescribeUserScramCredentials
+    51: _cluster(Op.ALTER),  # AlterUserScramCredentials
 }
