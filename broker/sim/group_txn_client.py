@@ -42,7 +42,7 @@ class TxnCommitter:
 
     def start(self) -> None:
         if self.sim.sched.now_ms < self.sim.settings.duration_ms:
-            self.sim.sched.after(self.sim.rng.randint(50, 1_500), self.begin)
+            self.sim.sched.after(self.sim.rng.randint(500, 3_000), self.begin)
 
     def begin(self) -> None:
         rng = self.sim.rng

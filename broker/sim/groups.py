@@ -187,7 +187,10 @@ class GroupSimulation(SimulationLog):
         else:
             self.write_records(append.records, acknowledged=True)
         coordinator.apply(coordinator.core.write_done(append.write_id, error, self.sched.now_ms))
-        self.check_cache(coordinator)
+        if append.transactional:
+            self.check_txn_offsets(coordinator)
+        else:
+            self.check_cache(coordinator)
 
     def land_unacknowledged(self, append: Append) -> None:
         if append.transactional:
@@ -206,7 +209,7 @@ class GroupSimulation(SimulationLog):
         coordinator = self.coordinator
         coordinator.apply(coordinator.core.transaction_completed(0, producer_id, producer_epoch, committed,
                                                                  self.sched.now_ms))
-        self.check_cache(coordinator)
+        self.check_txn_offsets(coordinator)
 
     def write_records(self, records: list, acknowledged: bool) -> None:
         self.log.extend(records)
@@ -250,6 +253,11 @@ class GroupSimulation(SimulationLog):
             if cached is None or cached.offset < offset:
                 self.violation(f"core {coordinator.incarnation}: partition {partition} cached "
                                f"{None if cached is None else cached.offset}, acknowledged {offset}")
+
+    def check_txn_offsets(self, coordinator: _Coordinator) -> None:
+        """After every transactional write, marker and load (plain commits are to another group)."""
+        if not coordinator.loaded or coordinator.unloaded:
+            return
         cached = {key: value.offset for key, value in coordinator.core.committed_offsets(TXN_GROUP).items()}
         if cached != self.committer.materialized:
             self.violation(f"core {coordinator.incarnation}: transactional offsets {cached}, the committed "
@@ -267,6 +275,7 @@ class GroupSimulation(SimulationLog):
                            f"{self.last_written_generation}")
         coordinator.max_generation = group.generation_id if group is not None else -1
         self.check_cache(coordinator)
+        self.check_txn_offsets(coordinator)
 
     def move(self) -> None:
         old = self.coordinator
@@ -329,6 +338,7 @@ class GroupSimulation(SimulationLog):
                                f"{None if group is None else (group.state.value, group.generation_id)}")
         if self.committer.open is not None:
             self.violation(f"a transaction never ended: {self.committer.open}")
+        self.check_txn_offsets(last)
         if last.loaded and last.core.statistics()["pending_txn_offsets"]:
             self.violation(f"{last.core.statistics()['pending_txn_offsets']} transactional offsets still "
                            f"pending after every transaction ended")
