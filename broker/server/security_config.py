@@ -137,7 +137,8 @@ def _listener(name: str, protocol: str, props, get, mechanisms: tuple[str, ...])
                           scoped("ssl.key.password"), scoped("ssl.truststore.location"), client_auth,
                           str(identification).strip().lower())
         if not ssl.keystore_location:
-            raise ValueError(f"listener {name} ({protocol}) needs ssl.keystore.location")
+            raise ValueError(f"listeners: {name} ({protocol}) needs ssl.keystore.location "
+                             f"(or listener.name.{name.lower()}.ssl.keystore.location)")
     listener_mechanisms = mechanisms
     if props.get(prefix + "sasl.enabled.mechanisms"):
         listener_mechanisms = _mechanisms(props[prefix + "sasl.enabled.mechanisms"])
