@@ -8,7 +8,9 @@ Three loops in one task group, none of them on a request's path:
 - **end offsets**, every ``metrics.lag.interval.ms``: the lag of a group needs the high watermark
   of every partition it committed; for partitions led by other brokers, one ListOffsets
   (latest, read_uncommitted) per leader, over a connection kept open.
-- **http**: ``MetricsHttpServer`` serves the last rendered bytes.
+- **http**: a child process (``broker.metrics.http_process``) serves the last rendered bytes,
+  which the refresh writes to files in a private directory (replaced atomically): a scrape costs
+  the broker nothing, not even an accept on its event loop.
 
 The request counters (``RequestMetrics``) are updated by the dispatcher itself, per request.
 """
@@ -18,16 +20,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
 from typing import Callable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from broker.metrics.collector import SnapshotCollector
 from broker.metrics.config import MetricsConfig
-from broker.metrics.http import MetricsHttpServer, Page
 from broker.metrics.requests import RequestMetrics
 from broker.metrics.state import LAG_ROWS_MAX, broker_state
-from broker.metrics.status_page import STATUS_PAGE
 from broker.wire import ApiKey, ListOffsetsRequest
 
 __all__ = ["MetricsService"]
@@ -36,8 +41,8 @@ logger = logging.getLogger(__name__)
 
 _LATEST = -1  # ListOffsets timestamp: the high watermark for read_uncommitted
 _LIST_OFFSETS_VERSION = 7
-_HTML = "text/html; charset=utf-8"
-_JSON = "application/json"
+CHILD_START_TIMEOUT_S = 60.0  # a cold interpreter on a loaded machine
+CHILD_STOP_TIMEOUT_S = 5.0
 
 
 class MetricsService:
@@ -53,26 +58,37 @@ class MetricsService:
         self.requests = RequestMetrics(self.registry)
         self.collector = SnapshotCollector()
         self.registry.register(self.collector)
-        self.server = MetricsHttpServer(config.host, config.port, self.route)
         self.remote_end_offsets: dict[tuple[str, int], int] = {}
         self._connections: dict[int, object] = {}
-        self._pages: dict[str, Page] = {"/": (_HTML, STATUS_PAGE.encode()),
-                                        "/index.html": (_HTML, STATUS_PAGE.encode()),
-                                        "/metrics": (CONTENT_TYPE_LATEST, b""),
-                                        "/status.json": (_JSON, b"{}")}
         self.refreshed = asyncio.Event()  # set after each refresh (tests wait on it)
-
-    def route(self, path: str) -> Page | None:
-        return self._pages.get(path)
-
-    @property
-    def port(self) -> int:
-        return self.server.port
+        self._dir: Path | None = None
+        self._child: asyncio.subprocess.Process | None = None
+        self.port: int | None = None
 
     async def start(self) -> None:
-        """Bind the HTTP port (before the broker serves: a port in use fails the start)."""
-        await self.server.start()
-        logger.info("metrics and status page on http://%s:%d/", self.config.host, self.server.port)
+        """Start the HTTP child and wait until it has bound the port (before the broker serves
+        Kafka: a port in use fails the broker's start)."""
+        self._dir = Path(tempfile.mkdtemp(prefix="pylog-metrics-"))
+        _write(self._dir, b"", b"{}")
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+        self._child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "broker.metrics.http_process", "--host", self.config.host,
+            "--port", str(self.config.port), "--dir", str(self._dir), "--parent-pid", str(os.getpid()),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env=env)
+        try:
+            line = await asyncio.wait_for(self._child.stdout.readline(), CHILD_START_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            line = b""
+        if not line.startswith(b"LISTENING "):
+            error = (await self._child.stderr.read()).decode(errors="replace").strip() if line == b"" else line
+            await self.close()
+            raise OSError(f"the metrics endpoint did not start: {error or 'no answer'}")
+        self.port = int(line.split()[1])
+        logger.info("metrics and status page on http://%s:%d/ (pid %d)", self.config.host, self.port,
+                    self._child.pid)
 
     async def run(self) -> None:
         """The refresh loops, until cancelled (``start`` first)."""
@@ -86,7 +102,17 @@ class MetricsService:
             await self.close()
 
     async def close(self) -> None:
-        await self.server.close()
+        child, self._child = self._child, None
+        if child is not None and child.returncode is None:
+            child.terminate()
+            try:
+                await asyncio.wait_for(child.wait(), CHILD_STOP_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                child.kill()
+                await child.wait()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
         for connection in self._connections.values():
             await connection.close()
         self._connections.clear()
@@ -104,8 +130,9 @@ class MetricsService:
         sources.pop("listener", None)
         state = broker_state(**sources, now_ms=self._now_ms(), end_offsets=self.remote_end_offsets)
         self.collector.state = state
-        exposition, status = await asyncio.to_thread(_render, self.registry, state)
-        self._pages = {**self._pages, "/metrics": (CONTENT_TYPE_LATEST, exposition), "/status.json": (_JSON, status)}
+        directory = self._dir
+        if directory is not None:
+            await asyncio.to_thread(_render_to, directory, self.registry, state)
         self.refreshed.set()
 
     async def fetch_end_offsets(self) -> None:
@@ -158,6 +185,14 @@ def _leader(snapshot, topic: str, index: int) -> int:
     return view.state.leader if view is not None and view.state is not None else -1
 
 
-def _render(registry: CollectorRegistry, state: dict) -> tuple[bytes, bytes]:
+def _render_to(directory: Path, registry: CollectorRegistry, state: dict) -> None:
+    """Render the exposition and the status JSON and replace the child's files (worker thread)."""
     status = {k: v for k, v in state.items() if k not in ("logs", "local", "cleaner")}
-    return generate_latest(registry), json.dumps(status, separators=(",", ":")).encode()
+    _write(directory, generate_latest(registry), json.dumps(status, separators=(",", ":")).encode())
+
+
+def _write(directory: Path, exposition: bytes, status: bytes) -> None:
+    for name, data in (("metrics", exposition), ("status.json", status)):
+        temporary = directory / f".{name}.tmp"
+        temporary.write_bytes(data)
+        os.replace(temporary, directory / name)

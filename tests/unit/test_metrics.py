@@ -132,3 +132,44 @@ def test_lag_rows_past_the_budget_are_truncated_not_computed():
     assert [(g["group"], g["lag_truncated"], len(g["lag"])) for g in groups] == [("a-small", False, 1),
                                                                              ("b-big", True, 0)]
     assert groups[0]["total_lag"] == 2
+
+
+def test_metrics_port_in_use_fails_the_start_and_the_child_serves_read_only(tmp_path):
+    import asyncio
+    import socket
+    import urllib.error
+    import urllib.request
+    from broker.metrics.config import MetricsConfig
+    from broker.metrics.service import MetricsService
+
+    async def scenario():
+        taken = socket.socket()
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = MetricsService(MetricsConfig(port=taken.getsockname()[1]), dict, lambda: 0)
+        with pytest.raises(OSError, match="metrics.port"):
+            await busy.start()
+        taken.close()
+        service = MetricsService(MetricsConfig(port=_free_port()), dict, lambda: 0)
+        await service.start()
+        try:
+            def get(path):
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{service.port}{path}", timeout=5) as answer:
+                        return answer.status, answer.read()
+                except urllib.error.HTTPError as exc:
+                    return exc.code, b""
+            assert (await asyncio.to_thread(get, "/status.json")) == (200, b"{}")
+            assert (await asyncio.to_thread(get, "/secret"))[0] == 404
+            assert b"<script" in (await asyncio.to_thread(get, "/"))[1]
+        finally:
+            await service.close()
+
+    asyncio.run(scenario())
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
