@@ -1,17 +1,16 @@
-"""A minimal read-only HTTP/1.1 server on the broker's event loop for /metrics and the status page.
+"""A minimal read-only asyncio HTTP/1.1 server for /metrics and the status page; it runs in the
+metrics child process (``broker.metrics.http_process``), never in the broker.
 
 Why not prometheus_client's ``start_http_server``: it renders the exposition on every scrape on
-its own thread, so a storm of scrapers would take the GIL from the request path for as long as
-they keep asking. Here every response body was rendered before the request came (``routes``
-returns bytes that the service refreshed at its own pace), so a scrape costs parsing one request
-head and one write, on the loop, between two Kafka requests.
+a thread of the broker, so a storm of scrapers would take the GIL from the request path for as
+long as they keep asking. Here every response body was rendered before the request came
+(``routes`` returns bytes the broker refreshed at its own pace), and the serving is in another
+process.
 
-A burst of scrapes (a hundred scrapers on the same period arrive together) must not queue ahead
-of Kafka requests on the loop: asyncio runs ready callbacks first in, first out, so a hundred
-scrape handlers made ready at once would put a Kafka request behind all of them. Hence at most
-``ANSWERING_MAX`` scrapes are answered at a time (the others wait on a semaphore before writing, costing nothing),
-and the accept backlog is ``ACCEPT_BACKLOG``: asyncio accepts up to that many connections in one
-callback, and the kernel holds the rest (a scraper waits; a Kafka client does not).
+A burst of scrapes (a hundred scrapers on the same period arrive together) is paced: at most
+``ANSWERING_MAX`` responses are written at a time (the others wait on a semaphore) and the accept
+backlog is ``ACCEPT_BACKLOG`` (asyncio accepts up to that many connections per callback; the
+kernel holds the rest), which bounds the serving process's bursts of CPU on a shared machine.
 
 Only GET and HEAD exist (405 otherwise, with ``Allow``); unknown paths are 404; the query string
 is ignored; request heads are limited to ``HEAD_BYTES_MAX`` and must arrive within
