@@ -1,7 +1,8 @@
 """ACL authorization (issue 17 part 2) against a real broker process and real clients.
 
-One broker for the module with ``authorizer.class.name`` set and no super user: every client here
-is ``User:ANONYMOUS`` (PLAINTEXT). ACLs are written to ZooKeeper the way ``pylog acls
+Two brokers for the module with ``authorizer.class.name`` set and no super user: every client here
+is ``User:ANONYMOUS`` (PLAINTEXT), and so are the brokers' requests to each other (CLUSTER_ACTION on
+the cluster is granted first, as a broker principal's would be). ACLs are written to ZooKeeper the way ``pylog acls
 --zookeeper`` (and Kafka's old ``kafka-acls --authorizer-properties zookeeper.connect=``) writes
 them, and the broker picks them up from the change notifications while it runs; each test grants
 what it needs on its own topic, group or transactional id. A denied request must fail with Kafka's
@@ -48,10 +49,10 @@ WAIT_S = 15
 
 class AclCluster:
     def __init__(self, factory: ClusterFactory) -> None:
-        self.cluster = factory.make(1, overrides={
+        self.cluster = factory.make(2, overrides={
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-            "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "2",
-            "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+            "offsets.topic.replication.factor": "2", "offsets.topic.num.partitions": "2",
+            "transaction.state.log.replication.factor": "2", "transaction.state.log.min.isr": "1",
             "transaction.state.log.num.partitions": "2", "group.initial.rebalance.delay.ms": "0"})
         self.bootstrap = self.cluster.bootstrap
         self.zk = KazooClient(hosts=self.cluster.zk_connect)
@@ -81,6 +82,8 @@ def acl_cluster(zookeeper, tmp_path_factory):
     finally:
         if cluster is not None:
             cluster.close()
+            for broker in cluster.cluster.brokers:  # a graceful stop of two brokers in turn waits
+                broker.kill()  # ~15 s for the second one's controlled shutdown, which nothing here tests
         factory.close()
 
 
@@ -332,3 +335,47 @@ def test_pylog_client_gets_kafkas_errors(acl_cluster):
         with pytest.raises(PylogKafkaError) as caught:
             _until(lambda: consumer.poll(timeout_ms=200), "an answer to pylog's consumer")
         assert caught.value.code == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_every_broker_follows_acl_changes_and_replication_runs(acl_cluster):
+    """An ACL created through one broker's CreateAcls reaches the other broker's cache through
+    the change notification, and a removal through the other one comes back; an RF-2 topic
+    replicates (the follower's Fetch needs CLUSTER_ACTION) so acks=all produce succeeds."""
+    import argparse
+    import io
+
+    from broker.tools.acls import add_acls_parser, run_acls
+
+    acl_cluster.grant(Rt.CLUSTER, "kafka-cluster", Op.ALTER)
+    parser = argparse.ArgumentParser()
+    add_acls_parser(parser.add_subparsers(dest="command"))
+
+    def pylog_acls(broker, *argv: str) -> str:
+        out = io.StringIO()
+        try:
+            run_acls(parser.parse_args(["acls", "--bootstrap-server", broker.bootstrap, *argv]), out)
+        except ValueError as exc:  # CLUSTER_AUTHORIZATION_FAILED until ALTER reaches this broker
+            return f"refused: {exc}"
+        return out.getvalue()
+
+    first, second = acl_cluster.cluster.brokers
+    topic = _name("everywhere")
+    _until(lambda: not pylog_acls(first, "--add", "--allow-principal", "User:carol", "--operation", "Read",
+                                  "--topic", topic).startswith("refused"), "ALTER on the first broker")
+    _until(lambda: "User:carol" in pylog_acls(second, "--list", "--topic", topic), "the second broker to see it")
+    _until(lambda: not pylog_acls(second, "--remove", "--force", "--topic", topic).startswith("refused"),
+           "the removal through the second broker")
+    _until(lambda: pylog_acls(first, "--list", "--topic", topic) == "", "the first broker to see the removal")
+
+    replicated = _name("replicated")
+    acl_cluster.grant(Rt.TOPIC, replicated, Op.CREATE, Op.WRITE)
+    admin = _admin(acl_cluster)
+
+    def created():
+        try:
+            admin.create_topics([NewTopic(replicated, 1, 2)], operation_timeout=10)[replicated].result(timeout=WAIT_S)
+            return True
+        except KafkaException as exc:
+            return exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+    _until(created, "the RF-2 topic")
+    _until(lambda: _produce(acl_cluster, replicated, n=1, acks="all") == [None], "an acks=all produce")
