@@ -98,6 +98,9 @@ def entity_config_path(entity_type: str, name: str) -> str:
         return topic_config_path(name)
     if entity_type not in ENTITY_TYPES:
         raise ValueError(f"unknown config entity type {entity_type!r}")
+    if entity_type == "users" and "/clients/" in name:  # a (user, client id) quota entity
+        user, _, client = name.partition("/clients/")
+        return f"{CONFIG}/users/{_znode_name(user, 'user')}/clients/{_znode_name(client, 'client')}"
     return f"{CONFIG}/{entity_type}/{_znode_name(name, entity_type[:-1])}"
 
 

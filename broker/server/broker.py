@@ -71,6 +71,8 @@ from broker.security.sasl_client import SaslClient
 from broker.server.authenticator import SaslAuthenticator
 from broker.server.config import ConfigError
 from broker.server.credentials import CredentialStore
+from broker.server.quota import QuotaSettings
+from broker.server.quota_store import QuotaStore
 from broker.server.controller import ControllerService
 from broker.server.dispatch import Dispatcher
 from broker.server.group_coordinator import GroupCoordinatorService, GroupServiceSettings
@@ -238,6 +240,7 @@ class Broker:
         self.configs = ConfigChangeService(zk, config.broker_id, config.properties, self._on_broker_config,
                                            lambda topics: self.sync.request_refresh(topics=topics))
         self.context.config_store = self.configs
+        await self._start_quotas(zk, config)
         loop = asyncio.get_running_loop()
         levels = await self.configs.load()
         if levels.cluster_default or levels.per_broker:
@@ -250,6 +253,14 @@ class Broker:
         self.context.credentials = CredentialStore(zk._zk)  # the broker's own session (a read per login)
         snapshot = await self.sync.initial_load()
         self.replicas.delete_stray_logs(set(snapshot.topics))
+
+    async def _start_quotas(self, zk, config) -> None:
+        """Client quotas (issue 18): read every entity now, then each one a notification names."""
+        store = QuotaStore(zk, QuotaSettings(config.quota_window_num, config.quota_window_size_seconds * 1000))
+        await store.load()
+        for entity_type in ("users", "clients"):
+            self.configs.add_listener(entity_type, store.on_change(entity_type))
+        self.context.quotas = store.quotas
 
     def _isr_change_done(self, change, new_version: int | None) -> None:
         """The ISR writer's outcome, counted (Kafka's IsrShrinksPerSec/IsrExpandsPerSec) on its

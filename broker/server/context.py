@@ -80,6 +80,8 @@ class BrokerContext:
     # dynamic configs (broker.server.config_changes.ConfigChangeService: read/write/levels);
     # None: AlterConfigs answers UNKNOWN_SERVER_ERROR, DescribeConfigs shows static levels only
     config_store: object | None = None
+    # client quotas (broker.server.quota.ClientQuotas); None: no quotas
+    quotas: object | None = None
 
     @property
     def broker_id(self) -> int:

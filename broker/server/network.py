@@ -69,7 +69,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 __all__ = ["NetworkLimits", "RequestHandler", "KafkaServer", "CloseConnection", "client_host",
-           "connection_state", "principal", "set_principal", "ANONYMOUS", "AnswerAndClose"]
+           "connection_state", "principal", "set_principal", "ANONYMOUS", "AnswerAndClose", "throttle_connection"]
 
 log = logging.getLogger("pylog.network")
 _SIZE = struct.Struct(">i")
@@ -107,6 +107,17 @@ def set_principal(name: str) -> None:
     state = _CONNECTION_STATE.get()
     if state is not None:
         state[_PRINCIPAL_KEY] = name
+
+
+_MUTED_KEY = "muted_until"  # loop time until which the connection reads no request (quotas)
+
+
+def throttle_connection(throttle_ms: int) -> None:
+    """A quota was violated: the calling connection reads no further request for
+    ``throttle_ms`` (Kafka mutes the channel after sending the throttled response)."""
+    state = _CONNECTION_STATE.get()
+    if state is not None:
+        state[_MUTED_KEY] = asyncio.get_running_loop().time() + throttle_ms / 1000
 
 
 class CloseConnection(Exception):
@@ -265,6 +276,7 @@ class _Connection(asyncio.Protocol):
         self._context: contextvars.Context | None = None  # the request tasks' (client_host)
         self._idle_timer: asyncio.TimerHandle | None = None
         self._auth_timer: asyncio.TimerHandle | None = None
+        self._mute_timer: asyncio.TimerHandle | None = None
         self._state: dict = {}
         self._last_received = 0.0
         self.closed = self._loop.create_future()
@@ -319,6 +331,8 @@ class _Connection(asyncio.Protocol):
             self._idle_timer.cancel()
         if self._auth_timer is not None:
             self._auth_timer.cancel()
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
         for request in self._pending:
             request.task.cancel()
         if self._transport is not None and self in self._server._connections:
@@ -330,6 +344,8 @@ class _Connection(asyncio.Protocol):
 
     def _take_frames(self) -> None:
         """Start a task for every whole frame in the buffer, up to the in-flight bound."""
+        if _MUTED_KEY in self._state and self._muted():
+            return
         buffer, limits = self._buffer, self._limits
         position, end = 0, len(buffer)
         while end - position >= 4 and len(self._pending) < limits.inflight_requests_max:
@@ -359,6 +375,24 @@ class _Connection(asyncio.Protocol):
         elif self._reading_paused:
             self._reading_paused = False
             self._transport.resume_reading()
+
+    def _muted(self) -> bool:
+        """Throttled by a quota: stop reading until the throttle ends, then take frames again."""
+        delay = self._state[_MUTED_KEY] - self._loop.time()
+        if delay <= 0:
+            del self._state[_MUTED_KEY]
+            return False
+        if not self._reading_paused and self._transport is not None:
+            self._reading_paused = True
+            self._transport.pause_reading()
+        if self._mute_timer is None:
+            self._mute_timer = self._loop.call_later(delay, self._unmute)
+        return True
+
+    def _unmute(self) -> None:
+        self._mute_timer = None
+        if not self._closing and not self._stopped:
+            self._take_frames()
 
     async def _serve(self, request: "_Request", frame: bytes) -> None:
         """Handle one request; if it is the oldest one pending, write its response (and any
