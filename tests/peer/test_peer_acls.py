@@ -3,9 +3,9 @@ set, made with Kafka's own ``kafka-acls`` on both, then the same client requests
 principal; what the client sees (error codes, visible topics, records) and ``kafka-acls --list``
 must agree.
 
-Each peer has two listeners: PLAINTEXT, whose User:ANONYMOUS is the super user (the tools, the
-fixtures, a KRaft node's own requests), and SASL_PLAINTEXT with PLAIN users, where ``alice`` is an
-ordinary principal. One pair of peers for the module (their own, with the authorizer on).
+Each peer has two listeners: PLAINTEXT, whose User:ANONYMOUS is a super user (the tools, the
+fixtures, a KRaft node's own requests), and SASL_PLAINTEXT with PLAIN users, where ``admin`` is a
+super user by name and ``alice`` an ordinary principal. One pair of peers for the module (their own, with the authorizer on).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ WAIT_S = 20
 def _security(plain_port: int, sasl_port: int, extra_listeners: str = "") -> dict[str, str]:
     return {
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:ANONYMOUS",
+        "super.users": "User:ANONYMOUS;User:admin",
         "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}{extra_listeners}",
@@ -132,6 +132,12 @@ def _scenario(peer: SecuredPeer, names: dict[str, str]) -> dict:
     ours = subprocess.run([sys.executable, "-m", "broker.cli", "acls", "--list", "--bootstrap-server", peer.sasl,
                            "--command-config", str(alice_config)], capture_output=True, timeout=60)
     seen["alice_kafka_acls_refused"] = b"ClusterAuthorization" in theirs.stdout + theirs.stderr
+    # admin, a super user by name (SASL), lists what ANONYMOUS (PLAINTEXT) lists
+    admin_config = names["tmp"] / f"admin-{peer.name}.properties"
+    admin_config.write_text(alice_config.read_text().replace('"alice"', '"admin"').replace("alice-secret", "admin-secret"))
+    as_admin = subprocess.run([sys.executable, "-m", "broker.cli", "acls", "--list", "--bootstrap-server", peer.sasl,
+                               "--command-config", str(admin_config)], capture_output=True, timeout=60)
+    seen["admin_lists_all"] = _blocks(as_admin.stdout.decode()) == seen["list"]
     seen["alice_pylog_acls_refused"] = (ours.returncode, b"CLUSTER_AUTHORIZATION_FAILED" in ours.stderr)
 
     def produce(topic):
@@ -189,5 +195,6 @@ def test_same_acls_same_answers(secured_peers, tmp_path):
     assert kafka["txn_no"] == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert kafka["pylog_acls_list_topic"] == kafka["list_topic"]  # pylog acls against Kafka prints as kafka-acls
     assert kafka["alice_kafka_acls_refused"] and kafka["alice_pylog_acls_refused"] == (2, True)
+    assert kafka["admin_lists_all"]
     for key in kafka:
         assert pylog[key] == kafka[key], (key, kafka[key], pylog[key])
