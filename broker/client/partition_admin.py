@@ -9,7 +9,8 @@ from typing import Mapping, Sequence
 from broker.client.admin import AdminClient, _raise_first
 from broker.wire import ApiKey, ErrorCode
 
-__all__ = ["create_partitions", "delete_records", "elect_leaders"]
+__all__ = ["create_partitions", "delete_records", "elect_leaders", "alter_partition_reassignments",
+           "list_partition_reassignments"]
 
 
 def create_partitions(admin: AdminClient, topic: str, count: int,
@@ -74,3 +75,43 @@ def elect_leaders(admin: AdminClient, election_type: int,
 
     _raise_first(admin._to_controller(ApiKey.ELECT_LEADERS, body, 1 if election_type else 0, results))
     return answers
+
+
+def alter_partition_reassignments(admin: AdminClient, wanted: Mapping[tuple[str, int], Sequence[int] | None]
+                                  ) -> dict[tuple[str, int], tuple[int, str | None]]:
+    """AlterPartitionReassignments on the controller: target replicas per partition (None
+    cancels); (topic, partition) -> (error code, message)."""
+    topics: dict[str, list] = {}
+    for (topic, partition), replicas in sorted(wanted.items()):
+        topics.setdefault(topic, []).append({"partition_index": partition,
+                                             "replicas": None if replicas is None else list(replicas)})
+    body = {"timeout_ms": admin.config.request_timeout_ms,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+    answers: dict[tuple[str, int], tuple[int, str | None]] = {}
+
+    def results(response):
+        answers.clear()
+        for topic in response.responses:
+            for p in topic.partitions:
+                answers[(topic.name, p.partition_index)] = (p.error_code, p.error_message)
+        return [("", response.error_code, response.error_message)]
+
+    _raise_first(admin._to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body, 0, results))
+    return answers
+
+
+def list_partition_reassignments(admin: AdminClient) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+    """(topic, partition) -> (replicas, adding, removing) of every reassignment in progress."""
+    found: dict[tuple[str, int], tuple[list[int], list[int], list[int]]] = {}
+
+    def results(response):
+        found.clear()
+        for topic in response.topics:
+            for p in topic.partitions:
+                found[(topic.name, p.partition_index)] = (list(p.replicas), list(p.adding_replicas),
+                                                          list(p.removing_replicas))
+        return [("", response.error_code, response.error_message)]
+
+    _raise_first(admin._to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS,
+                                      {"timeout_ms": admin.config.request_timeout_ms, "topics": None}, 0, results))
+    return found

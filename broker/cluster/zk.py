@@ -338,6 +338,32 @@ class KafkaZkClient:
         except zke.BadVersionError:
             raise ClusterError(f"{path} changed while adding partitions; try again") from None
 
+    def set_partition_reassignment(self, name: str, partition: int, replicas: Sequence[int],
+                                   adding: Sequence[int], removing: Sequence[int]) -> None:
+        """One partition's replicas and its ``adding_replicas``/``removing_replicas`` (empty: no
+        reassignment) in ``/brokers/topics/{t}``, conditional on the version read (KIP-455)."""
+        path = paths.topic_path(name)
+        for _ in range(_CREATE_TOPIC_ATTEMPTS_MAX):
+            try:
+                data, stat = self._read(self._zk.get, path)
+            except zke.NoNodeError:
+                raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist") from None
+            current = _parse(path, TopicAssignment.from_json, data, name)
+            partitions = {**current.partitions, partition: list(replicas)}
+            adding_all = {p: r for p, r in current.adding_replicas.items() if p != partition}
+            removing_all = {p: r for p, r in current.removing_replicas.items() if p != partition}
+            if adding:
+                adding_all[partition] = list(adding)
+            if removing:
+                removing_all[partition] = list(removing)
+            updated = TopicAssignment(partitions, adding_all, removing_all, current.topic_id)
+            try:
+                self._zk.set(path, updated.to_json(), version=stat.version)
+                return
+            except zke.BadVersionError:
+                continue
+        raise ClusterError(f"{path} kept changing while reassigning partition {partition}")
+
     def get_topic_config(self, name: str) -> dict[str, str]:
         """The topic's config overrides; none (``{}``) when ``/config/topics/{t}`` is absent."""
         path = paths.topic_config_path(name)

@@ -53,6 +53,7 @@ from broker.cluster.errors import (
 )
 from broker.cluster.layout import BrokerRegistration, PartitionState, TopicAssignment
 from broker.controller.context import ControllerContext
+from broker.controller.reassignment import check_target, start_reassignment, try_complete
 from broker.controller.election import (
     Election,
     controlled_shutdown_leader,
@@ -120,6 +121,8 @@ class ControllerCore:
         self._zk = zk
         self.settings = settings
         self.ctx: ControllerContext | None = None
+        # partition reassignments in progress: tp -> (target, original) (reassignment.py)
+        self.reassignments: dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...]]] = {}
 
     @property
     def active(self) -> bool:
@@ -162,6 +165,7 @@ class ControllerCore:
         if self.ctx is not None:
             logger.info("controller %d resigns (epoch %d)", self.broker_id, self.ctx.epoch)
         self.ctx = None
+        self.reassignments = {}
 
     def _load_topic(self, topic: str) -> list[TopicPartition]:
         ctx = self._require()
@@ -173,6 +177,11 @@ class ControllerCore:
             logger.error("ignoring topic %s: %s", topic, exc)
             return []
         ctx.assignments[topic] = {p: tuple(r) for p, r in sorted(assignment.partitions.items())}
+        for p in set(assignment.adding_replicas) | set(assignment.removing_replicas):  # resume (KIP-455)
+            replicas = tuple(assignment.partitions[p])
+            adding, removing = assignment.adding_replicas.get(p, ()), assignment.removing_replicas.get(p, ())
+            self.reassignments[(topic, p)] = (tuple(r for r in replicas if r not in removing),
+                                              tuple(r for r in replicas if r not in adding))
         try:
             ctx.topic_configs[topic] = dict(self._zk.get_topic_config(topic))
         except MalformedZnodeError as exc:
@@ -339,6 +348,8 @@ class ControllerCore:
             leader = ctx.leaderships[tp].state.leader
             if leader in ctx.live_brokers:
                 batch.add_leader_and_isr([leader], tp)
+        for tp in changed:
+            try_complete(self, tp, batch)  # a reassignment whose new replicas are all in the ISR
         self._trigger_online_partition_state_change(batch)  # and elect where nobody leads
         self._zk.delete_isr_change_notifications([name for name, _ in notifications])
         return batch.build()
@@ -409,6 +420,21 @@ class ControllerCore:
     def _unclean_strategy(self, tp: TopicPartition, leadership: PartitionLeadership) -> Election | None:
         return offline_partition_leader(leadership.replicas, leadership.state.isr, self._require().live_ids(),
                                         unclean_enabled=True)
+
+    # ------------------------------------------------------------ partition reassignment
+
+    def on_alter_reassignments(self, wanted: dict[TopicPartition, tuple[int, ...] | None]) -> ElectionOutcome:
+        """AlterPartitionReassignments: start (or cancel, target None) each partition's
+        reassignment (``reassignment.py``); (error code, message) per partition."""
+        if self.ctx is None:
+            return ElectionOutcome({}, [])
+        batch = self._batch()
+        results = {}
+        for tp, target in sorted(wanted.items()):
+            results[tp] = check_target(self, tp, target)
+            if results[tp][0] == NONE:
+                start_reassignment(self, tp, target, batch)
+        return ElectionOutcome(results, batch.build())
 
     # --------------------------------------------------------------------- auto rebalance
 

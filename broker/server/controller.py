@@ -177,6 +177,9 @@ class ControllerService:
             if result is None:
                 result = ShutdownResult(ErrorCode.NOT_CONTROLLER, [], [])
             value = (result.error_code, result.remaining)
+        elif kind == "reassign":  # AlterPartitionReassignments
+            result = await self._core_event(self.core.on_alter_reassignments, *args) if self.core.active else None
+            value = result.results if result is not None else None
         elif kind == "elect":  # ElectLeaders
             result = await self._core_event(self.core.on_elect_leaders, *args) if self.core.active else None
             value = result.results if result is not None else None
@@ -321,6 +324,20 @@ class ControllerService:
         if touched:
             self._request_refresh(topics=touched)
         return results
+
+    async def alter_reassignments(self, wanted: dict) -> dict | None:
+        """AlterPartitionReassignments on the controller: tp -> (error code, message); None when
+        this broker is not the controller."""
+        if not self.core.active:
+            return None
+        results = await self._call("reassign", (wanted,))
+        if results:
+            self._request_refresh(topics={t for t, _ in results})
+        return results
+
+    def reassignments(self) -> dict | None:
+        """tp -> (target, original) in progress; None when not the controller."""
+        return dict(self.core.reassignments) if self.core.active else None
 
     async def delete_topic(self, name: str) -> OpResult:
         async with self._lock:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import signal
 import threading
 import time
 
@@ -38,6 +39,7 @@ from kazoo.client import KazooClient
 from broker.client import AdminClient as PylogAdmin
 from broker.cluster.zk import KafkaZkClient
 from broker.client.config_admin import OP_SET, RESOURCE_BROKER, describe_configs, incremental_alter_configs
+from broker.client.partition_admin import alter_partition_reassignments, list_partition_reassignments
 from broker.tools.delete_records import run_delete_records
 from broker.tools.leader_election import add_leader_election_parser, run_leader_election
 from broker.tools.log_dirs import run_log_dirs
@@ -108,8 +110,9 @@ def _produce_one(bootstrap: str, value: bytes) -> KafkaError | None:
 class _Load:
     """An acks=all idempotent producer writing numbered records until stopped."""
 
-    def __init__(self, bootstrap: str, topic: str = TOPIC) -> None:
+    def __init__(self, bootstrap: str, topic: str = TOPIC, first: int = 0) -> None:
         self.topic = topic
+        self.first = first  # the first record's number (a second load on one topic starts higher)
         self.partitions: set[int] = set()
         self.offsets: dict[int, int] = {}  # record number -> offset
         self.acked: list[int] = []
@@ -129,7 +132,7 @@ class _Load:
             self.failed += 1
 
     def _run(self) -> None:
-        n = 0
+        n = self.first
         while not self._stop.is_set():
             self._producer.produce(self.topic, str(n).encode(), key=str(n % 7).encode(), on_delivery=self._delivered)
             self._producer.poll(0.002)
@@ -142,7 +145,7 @@ class _Load:
         return self.acked
 
 
-def _consume_all(bootstrap: str, expected: int, topic: str = TOPIC) -> list[int]:
+def _consume_all(bootstrap: str, expected: int, topic: str = TOPIC, first: int = 0) -> list[int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check", "auto.offset.reset": "earliest",
                          "enable.auto.commit": False})
     consumer.subscribe([topic])
@@ -151,7 +154,7 @@ def _consume_all(bootstrap: str, expected: int, topic: str = TOPIC) -> list[int]
     try:
         while len(seen) < expected and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None and msg.value().isdigit():
+            if msg is not None and msg.error() is None and msg.value().isdigit() and int(msg.value()) >= first:
                 seen.append(int(msg.value()))
     finally:
         consumer.close()
@@ -419,3 +422,79 @@ def test_log_dirs_show_each_replica_with_its_size(cluster, admin):
         data = cluster.broker(broker["broker"]).data_dir
         on_disk = {name: sum(f.stat().st_size for f in (data / name).glob("*.log")) for name in sizes}
         assert sizes == on_disk and sum(sizes.values()) > 0
+
+
+# ----------------------------------------------------------------------- partition reassignment
+
+MOVED = "moved"
+
+
+def test_reassignment_moves_a_partition_under_load(cluster, admin):
+    admin.create_topics([NewTopic(MOVED, 1, replica_assignment=[[1, 2]],
+                                  config={"min.insync.replicas": "2"})])[
+        MOVED].result(DEADLINE_S)
+    _wait(lambda: _leaders(admin, MOVED)[0][0] >= 0, "a leader")
+    load = _Load(cluster.bootstrap, MOVED)
+    try:
+        _wait(lambda: len(load.acked) > 300, "records to move")
+        with PylogAdmin(cluster.bootstrap) as pylog_admin:
+            # bad input first: nothing changes
+            bad = alter_partition_reassignments(pylog_admin, {(MOVED, 0): [2, 9], (MOVED, 5): [1, 2]})
+            assert bad[(MOVED, 0)][0] == KafkaError.INVALID_REPLICA_ASSIGNMENT
+            assert bad[(MOVED, 5)][0] == KafkaError.UNKNOWN_TOPIC_OR_PART
+            assert alter_partition_reassignments(pylog_admin, {(MOVED, 0): None})[(MOVED, 0)][0] == 85
+            assert list_partition_reassignments(pylog_admin) == {}
+            assert alter_partition_reassignments(pylog_admin, {(MOVED, 0): [2, 3]}) == {(MOVED, 0): (0, None)}
+            _wait(lambda: list_partition_reassignments(pylog_admin) == {}, "the reassignment to complete")
+        _wait(lambda: (lambda leader, replicas, isr: sorted(replicas) == [2, 3] and sorted(isr) == [2, 3]
+                       and leader in (2, 3))(*_leaders(admin, MOVED)[0]), "replicas 2,3 in the ISR")
+        _wait(lambda: not (cluster.broker(1).data_dir / f"{MOVED}-0").exists(), "broker 1 to delete its copy")
+    finally:
+        acked = load.stop()
+    assert load.failed == 0
+    seen = _consume_all(cluster.bootstrap, len(acked), MOVED)
+    assert len(seen) == len(set(seen)), "a record was duplicated"
+    assert sorted(seen) == sorted(acked), "an acknowledged record was lost"
+
+
+def test_a_reassignment_to_a_broker_that_dies_can_be_cancelled(cluster, admin):
+    """The adding replica's broker (not the controller) stops (SIGSTOP) right after the
+    reassignment starts: it never joins the ISR, the reassignment stays in progress, a cancel puts
+    the original replicas back; the broker, resumed, drops its copy. Under acks=all load, nothing
+    acknowledged is lost."""
+    load = _Load(cluster.bootstrap, MOVED, first=10**6)
+    controller = admin.list_topics(timeout=5).controller_id
+    victim_id = next(b for b in (1, 2, 3) if b != controller and b not in _leaders(admin, MOVED)[0][1])if any(
+        b != controller and b not in _leaders(admin, MOVED)[0][1] for b in (1, 2, 3)) else None
+    victim = cluster.broker(victim_id) if victim_id is not None else None
+    try:
+        _wait(lambda: len(load.acked) > 100, "the load to get going")
+        with PylogAdmin(cluster.bootstrap) as pylog_admin:
+            if victim is None:  # the only broker outside the replicas is the controller: move away first
+                victim_id = next(b for b in _leaders(admin, MOVED)[0][1] if b != controller)
+                victim = cluster.broker(victim_id)
+                others = sorted({1, 2, 3} - {victim_id})
+                assert alter_partition_reassignments(pylog_admin, {(MOVED, 0): others})[(MOVED, 0)][0] == 0
+                _wait(lambda: list_partition_reassignments(pylog_admin) == {}, "the first move")
+                _wait(lambda: victim_id not in _leaders(admin, MOVED)[0][1], "the first move in metadata")
+            original = _leaders(admin, MOVED)[0][1]
+            target = [original[0], victim_id]
+            victim.kill(signal.SIGSTOP)
+            assert alter_partition_reassignments(pylog_admin, {(MOVED, 0): target}) == {(MOVED, 0): (0, None)}
+            ongoing = list_partition_reassignments(pylog_admin)
+            expected = list(dict.fromkeys([*target, *original]))
+            assert ongoing == {(MOVED, 0): (expected, [victim_id], [r for r in original if r not in target])}, ongoing
+            _wait(lambda: len(admin.list_topics(timeout=5).brokers) == 2, "the stopped broker's session to end")
+            assert list_partition_reassignments(pylog_admin) == ongoing  # it cannot complete
+            assert alter_partition_reassignments(pylog_admin, {(MOVED, 0): None}) == {(MOVED, 0): (0, None)}
+            _wait(lambda: list_partition_reassignments(pylog_admin) == {}, "the cancel to complete")
+        _wait(lambda: sorted(_leaders(admin, MOVED)[0][1]) == sorted(original), "the original replicas back")
+    finally:
+        if victim is not None:
+            victim.kill(signal.SIGCONT)
+        acked = load.stop()
+    _wait(lambda: len(admin.list_topics(timeout=5).brokers) == 3, "the resumed broker back")
+    _wait(lambda: not (victim.data_dir / f"{MOVED}-0").exists(), "the resumed broker to drop its copy")
+    seen = _consume_all(cluster.bootstrap, len(acked), MOVED, first=10**6)
+    assert len(seen) == len(set(seen)), "a record was duplicated"
+    assert sorted(seen) == sorted(acked), "an acknowledged record was lost"

@@ -12,6 +12,7 @@ from broker.server.handlers import (
     add_partitions_to_txn,
     alter_user_scram_credentials,
     alter_configs,
+    alter_partition_reassignments,
     api_versions,
     controlled_shutdown,
     create_acls,
@@ -85,6 +86,7 @@ _MODULES: tuple[ModuleType, ...] = (
     delete_records,  # on partition leaders
     elect_leaders,  # on the controller
     describe_log_dirs,  # this broker's log directories
+    alter_partition_reassignments,  # on the controller (broker.controller.reassignment)
 )
 
 HANDLERS: MappingProxyType[int, ModuleType] = MappingProxyType(

@@ -55,6 +55,11 @@ from broker.wire.apis.describe_log_dirs import (
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
 )
+from broker.wire.apis.alter_partition_reassignments import (
+    ALTER_PARTITION_REASSIGNMENTS,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from broker.wire.apis.api_versions import API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse
 from broker.wire.apis.controlled_shutdown import (
     CONTROLLED_SHUTDOWN,
@@ -228,6 +233,7 @@ __all__ = [
     "DeleteRecordsRequest", "DeleteRecordsResponse",
     "ElectLeadersRequest", "ElectLeadersResponse",
     "DescribeLogDirsRequest", "DescribeLogDirsResponse",
+    "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse",
 ]
 
 
@@ -274,6 +280,7 @@ class ApiKey(IntEnum):
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
@@ -297,7 +304,7 @@ _ALL = (
     DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
     SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS,
     ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_RECORDS, ELECT_LEADERS,
-    DESCRIBE_LOG_DIRS,
+    DESCRIBE_LOG_DIRS, ALTER_PARTITION_REASSIGNMENTS,
 )
 
 API_SPECS: MappingProxyType[int, ApiSpec] = MappingProxyType({spec.key: spec for spec in _ALL})
@@ -332,6 +339,7 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),  # Kafka 4.1's: v0 went with KIP-896
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),  # Kafka 4.1: 0-1 (v1: allowReplicationFactorChange)
     # What Kafka 4's Java admin client asks before falling back to Metadata (kafka-topics).
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
