@@ -56,6 +56,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
     add_log_dirs_parser(sub)
 
+    from broker.tools.reassign import add_reassign_parser
+
+    add_reassign_parser(sub)
+
     from broker.tools.acls import add_acls_parser
 
     add_acls_parser(sub)
@@ -111,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
             from broker.tools.cluster import run_cluster
 
             return run_cluster(args, sys.stdout, sys.stderr)
+        if args.command == "reassign":
+            from broker.tools.reassign import run_reassign
+
+            return run_reassign(args, sys.stdout, sys.stderr)
         if args.command == "log-dirs":
             from broker.tools.log_dirs import run_log_dirs
 

@@ -43,6 +43,7 @@ from broker.client.partition_admin import alter_partition_reassignments, list_pa
 from broker.tools.delete_records import run_delete_records
 from broker.tools.leader_election import add_leader_election_parser, run_leader_election
 from broker.tools.log_dirs import run_log_dirs
+from broker.tools.reassign import add_reassign_parser, run_reassign
 from broker.tools.topics import add_topics_parser, run_topics
 from conftest import ClusterFactory
 
@@ -498,3 +499,28 @@ def test_a_reassignment_to_a_broker_that_dies_can_be_cancelled(cluster, admin):
     seen = _consume_all(cluster.bootstrap, len(acked), MOVED, first=10**6)
     assert len(seen) == len(set(seen)), "a record was duplicated"
     assert sorted(seen) == sorted(acked), "an acknowledged record was lost"
+
+
+def test_pylog_reassign_generate_execute_verify(cluster, admin, tmp_path):
+    """kafka-reassign-partitions' three steps with its JSON: a proposal over brokers 1,3, the
+    move, and --verify until it says completed."""
+    def reassign(*args: str) -> tuple[int, str]:
+        out = io.StringIO()
+        parser = argparse.ArgumentParser()
+        add_reassign_parser(parser.add_subparsers(dest="command"))
+        code = run_reassign(parser.parse_args(["reassign", "--bootstrap-server", cluster.bootstrap, *args]),
+                            out, io.StringIO())
+        return code, out.getvalue()
+
+    (tmp_path / "topics.json").write_text(json.dumps({"topics": [{"topic": MOVED}], "version": 1}))
+    code, out = reassign("--generate", "--topics-to-move-json-file", str(tmp_path / "topics.json"),
+                         "--broker-list", "1,3")
+    assert code == 0 and out.startswith("Current partition replica assignment\n"), out
+    proposed = json.loads(out.split("Proposed partition reassignment configuration\n")[1])
+    assert [sorted(p["replicas"]) for p in proposed["partitions"]] == [[1, 3]]
+    (tmp_path / "plan.json").write_text(json.dumps(proposed))
+    code, out = reassign("--execute", "--reassignment-json-file", str(tmp_path / "plan.json"))
+    assert code == 0 and out.endswith(f"Successfully started partition reassignments for {MOVED}-0\n"), out
+    _wait(lambda: reassign("--verify", "--reassignment-json-file", str(tmp_path / "plan.json")) == (
+        0, f"Status of partition reassignment:\nReassignment of partition {MOVED}-0 is completed.\n"),
+        "--verify to say completed")
