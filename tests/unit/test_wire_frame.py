@@ -179,6 +179,8 @@ def test_supported_versions_match_the_full_profile():
         24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (1, 1), 28: (0, 4), 61: (0, 0), 65: (0, 0), 66: (0, 1),
         # ACL admin (issue 17 part 2; Kafka 4.1's versions)
         29: (1, 3), 30: (1, 3), 31: (1, 3),
+        # authentication (issue 17 part 1; Kafka 4.1's versions)
+        17: (0, 1), 36: (0, 2), 50: (0, 0), 51: (0, 0),
     }
 
 
