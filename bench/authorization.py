@@ -17,6 +17,8 @@ Produce 195 us open, 205 us with 1,000 ACLs (ratio 1.05, rounds within +-20 %: t
 noise); confluent-kafka 40,154 vs 45,951 records/s (ratio 1.14, acls faster: noise). In process
 (the dispatcher alone, no network, 7 x 3,000 requests, load 21): 73.0 us vs 76.6 us, +3.6 us per
 request, so about 2 % of the broker's whole per-request CPU.
+Run 2 (same day, load 17, same sizes): broker CPU 175 us open, 153 us with 1,000 ACLs (ratio 0.88:
+again inside the noise); confluent-kafka 46,202 vs 46,488 records/s (ratio 1.006).
 
 - ``produce-cpu``: broker CPU (``/proc/<pid>/stat``, utime+stime) per Produce v9 request, acks=1,
   one idempotent batch of ``--records`` 100-byte records, N requests in sequence on one connection
