@@ -72,6 +72,7 @@ TOOL_CLASSES = {
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
 }
 
 # A peer for tests and benchmarks on a 2-core machine: small heaps, no waiting for group joins,

@@ -208,3 +208,27 @@ def test_kafka_leader_election_alike(peers):
     assert elected["pylog"] == elected["kafka"] == (
         (0, f"Valid replica already elected for partitions {topic}-0"),
         (0, f"Valid replica already elected for partitions {topic}-0"))
+
+
+# --------------------------------------------------------------- kafka-reassign-partitions
+
+def test_kafka_reassign_partitions_alike(peers, tmp_path):
+    topic = unique_topic("reassign")
+    for peer in peers:
+        peer.create_topic(topic)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [1]}]}))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [7]}]}))
+
+    def run(peer, *args: str) -> tuple[int, list[str]]:
+        done = tool("kafka-reassign-partitions", ["--bootstrap-server", peer.bootstrap, *args])
+        lines = [line for line in (done.out + done.err).splitlines() if line.strip() and not line.startswith("\tat ")]
+        return done.returncode, lines
+
+    moved = on_both(peers, lambda p: (run(p, "--execute", "--reassignment-json-file", str(plan)),
+                                      run(p, "--verify", "--reassignment-json-file", str(plan)),
+                                      run(p, "--execute", "--reassignment-json-file", str(bad))[0]))
+    assert moved["pylog"] == moved["kafka"], moved
+    assert moved["pylog"][1][0] == 0 and f"Reassignment of partition {topic}-0 is completed." in moved["pylog"][1][1]
+    assert moved["pylog"][2] != 0
