@@ -236,3 +236,34 @@ def test_kafka_java_tools_add_a_scram_user_and_produce_as_it(secure, tmp_path):
             seen.add(message.value())
     consumer.close()
     assert {b"from-java-1", b"from-java-2"} <= seen
+
+
+def test_pylog_configs_users_add_describe_delete(secure, tmp_path):
+    """pylog configs --entity-type users with a --command-config file, as kafka-configs is used."""
+    import argparse
+    import io
+
+    from broker.tools.configs import add_configs_parser, run_configs
+    admin = tmp_path / "admin.properties"
+    admin.write_text(f"security.protocol=SASL_SSL\nssl.truststore.location={secure.ca}\nsasl.mechanism=PLAIN\n"
+                     f"sasl.username=admin\nsasl.password=admin-secret\n")
+    parser = add_configs_parser(argparse.ArgumentParser().add_subparsers())
+
+    def configs(*args: str) -> tuple[int, str]:
+        out, err = io.StringIO(), io.StringIO()
+        code = run_configs(parser.parse_args(["--bootstrap-server", secure.sasl_bootstrap, "--command-config",
+                                              str(admin), "--entity-type", "users", *args]), out, err)
+        return code, out.getvalue() + err.getvalue()
+
+    assert configs("--alter", "--entity-name", "erin", "--add-config",
+                   "SCRAM-SHA-256=[iterations=8192,password=erin-secret],SCRAM-SHA-512=[password=erin-secret]") == (
+        0, "Completed updating config for user erin.\n")
+    assert configs("--describe", "--entity-name", "erin") == (
+        0, "SCRAM credential configs for user-principal 'erin' are SCRAM-SHA-256=iterations=8192, "
+           "SCRAM-SHA-512=iterations=4096\n")
+    producer = confluent_kafka.Producer(secure.confluent("erin", "erin-secret", "SCRAM-SHA-512"))
+    producer.produce(secure.topic, b"from-erin")
+    assert producer.flush(30) == 0
+    assert configs("--alter", "--entity-name", "erin", "--delete-config", "SCRAM-SHA-512")[0] == 0
+    code, text = configs("--alter", "--entity-name", "erin", "--delete-config", "SCRAM-SHA-512")
+    assert code == 1 and "RESOURCE_NOT_FOUND (91)" in text and "erin-secret" not in text
