@@ -419,6 +419,21 @@ async def _describe_transactions(ctx, module, header, request, check):
     return response
 
 
+async def _describe_cluster(ctx, module, header, request, check):
+    """Kafka checks nothing here; the cluster's authorized operations, when asked, are this
+    principal's (KIP-430), not every operation."""
+    response = await module.handle(ctx, header, request)
+    if request.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = _operations(check, Rt.CLUSTER, CLUSTER_NAME, _CLUSTER_OPS)
+    return response
+
+
+def _describe_topic_partitions_ops(response, check) -> None:
+    for topic in response.topics:
+        if topic.name is not None and topic.error_code == ErrorCode.NONE:
+            topic.topic_authorized_operations = _operations(check, Rt.TOPIC, topic.name, _TOPIC_OPS)
+
+
 async def _list_transactions(ctx, module, header, request, check):
     response = await module.handle(ctx, header, request)
     response.transaction_states = [t for t in response.transaction_states
@@ -438,6 +453,7 @@ async def _describe_topic_partitions(ctx, module, header, request, check):
                                    topics="topics", name="name", answers="topics")
     if not request.topics:  # all topics: leave out what it may not describe
         response.topics = [t for t in response.topics if check(Op.DESCRIBE, Rt.TOPIC, t.name)]
+    _describe_topic_partitions_ops(response, check)
     return response
 
 
@@ -478,7 +494,7 @@ RULES: dict[int, Rule] = {
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(Op.DESCRIBE),
     ApiKey.OFFSET_DELETE: _offset_delete,
-    ApiKey.DESCRIBE_CLUSTER: _open,  # Kafka checks nothing (authorized operations only if asked)
+    ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
     ApiKey.DESCRIBE_PRODUCERS: _topics(Op.READ),
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.LIST_TRANSACTIONS: _list_transactions,

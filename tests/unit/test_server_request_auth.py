@@ -131,3 +131,12 @@ def test_every_served_api_has_a_rule():
     from broker.server.request_auth import RULES
     from broker.wire import SUPPORTED_API_VERSIONS
     assert sorted(int(k) for k in SUPPORTED_API_VERSIONS if int(k) not in RULES) == []
+
+
+def test_describe_cluster_answers_this_principals_operations(harness):
+    from broker.wire import DescribeClusterRequest
+    grant(harness, Rt.CLUSTER, "kafka-cluster", Op.ALTER, Op.IDEMPOTENT_WRITE)
+    response = run(harness.call(ApiKey.DESCRIBE_CLUSTER, 1, DescribeClusterRequest(
+        include_cluster_authorized_operations=True)))
+    # ALTER (7), DESCRIBE (8, implied by ALTER), IDEMPOTENT_WRITE (12)
+    assert response.cluster_authorized_operations == (1 << 7) | (1 << 8) | (1 << 12)
