@@ -31,8 +31,8 @@ from time import perf_counter
 from broker.server.context import BrokerContext
 from broker.server.handlers import HANDLERS
 from broker.server.handlers.api_versions import unsupported_version_response
-from broker.server.network import CloseConnection, principal, throttle_connection
-from broker.server.quota import FETCH, PRODUCE, ClientQuotas, sanitize_cached
+from broker.server.network import CloseConnection
+from broker.server.quota_gate import gate_for
 from broker.server.request_auth import authorize_and_handle
 from broker.wire import (
     ApiKey,
@@ -82,68 +82,27 @@ class Dispatcher:
             raise CloseConnection(f"api key {header.api_key} is not served")
         low, high = SERVED_API_VERSIONS[header.api_key]
         if low <= header.api_version <= high:
-            if header.api_key == ApiKey.FETCH and self._ctx.quotas is not None and self._ctx.quotas.active:
-                _cap_fetch(self._ctx.quotas, header, request)
-            started = perf_counter()
-            if self._ctx.authorizer is None:
-                response = await module.handle(self._ctx, header, request)
-            else:  # Kafka's per-API authorization (broker/server/request_auth.py)
-                response = await authorize_and_handle(self._ctx, module, header, request)
-            if self._observe is not None:
-                self._observe(header, request, response, perf_counter() - started)
+            gate = gate_for(self._ctx.quotas, header, request)  # client quotas (quota_gate.py)
+            if gate is not None:
+                return await gate.serve(self._ctx.now_ms, header, request, len(frame),
+                                        lambda: self._answer(module, header, request))
+            response = await self._answer(module, header, request)
         else:
             response = _unserved_version(module, header, request)
-        quotas = self._ctx.quotas
-        if quotas is not None and quotas.active and header.api_key in _QUOTA_KEYS:
-            return _throttled(quotas, self._ctx.now_ms(), header, request, response, len(frame))
         if response is None:
             return None
         return encode_response_chunks(header.api_key, header.api_version, header.correlation_id,
                                       response)
 
-
-_QUOTA_KEYS = {ApiKey.PRODUCE: PRODUCE, ApiKey.FETCH: FETCH}
-
-
-def _cap_fetch(quotas: ClientQuotas, header, request) -> None:
-    """A consumer's fetch asks for at most what its quota allows in one window (Kafka's
-    ``fetchMaxBytes = min(request, fetch.max.bytes, maxValueInQuotaWindow)``)."""
-    if request.replica_id < 0:
-        user = sanitize_cached(principal().partition(":")[2])
-        allowed = quotas.window_bytes(FETCH, user, sanitize_cached(header.client_id or ""))
-        if allowed is not None and allowed < request.max_bytes:
-            request.max_bytes = allowed
-            request.min_bytes = min(request.min_bytes, allowed)
-
-
-def _throttled(quotas: ClientQuotas, now_ms: int, header, request, response, frame_bytes: int) -> list | None:
-    """Kafka's byte-rate quotas: a produce counts its request's bytes, a consumer's fetch its
-    response's (a follower's fetch counts against no client quota). Over the quota the response
-    carries ``throttle_time_ms`` and the connection reads nothing more for that long (Kafka's
-    muted channel); a throttled fetch is answered empty and its bytes taken back, as Kafka does,
-    so the consumer gets the data after the throttle instead of ahead of it."""
-    user = sanitize_cached(principal().partition(":")[2])
-    client = sanitize_cached(header.client_id or "")
-    key = _QUOTA_KEYS[header.api_key]
-    if key == FETCH:
-        if request.replica_id >= 0:
-            return encode_response_chunks(header.api_key, header.api_version, header.correlation_id, response)
-        chunks = encode_response_chunks(header.api_key, header.api_version, header.correlation_id, response)
-        size = sum(len(chunk) for chunk in chunks)
-        throttle_ms = quotas.record(key, user, client, size, now_ms)
-        if throttle_ms <= 0:
-            return chunks
-        quotas.unrecord(key, user, client, size, now_ms)
-        response.responses = []
-    else:
-        throttle_ms = quotas.record(key, user, client, frame_bytes, now_ms)
-    if throttle_ms > 0:
-        throttle_connection(throttle_ms)
-        if response is not None:
-            response.throttle_time_ms = throttle_ms
-    if response is None:
-        return None
-    return encode_response_chunks(header.api_key, header.api_version, header.correlation_id, response)
+    async def _answer(self, module, header, request):
+        started = perf_counter()
+        if self._ctx.authorizer is None:
+            response = await module.handle(self._ctx, header, request)
+        else:  # Kafka's per-API authorization (broker/server/request_auth.py)
+            response = await authorize_and_handle(self._ctx, module, header, request)
+        if self._observe is not None:
+            self._observe(header, request, response, perf_counter() - started)
+        return response
 
 
 def _unparseable_version(exc: UnsupportedVersion) -> list:

@@ -69,7 +69,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 __all__ = ["NetworkLimits", "RequestHandler", "KafkaServer", "CloseConnection", "client_host",
-           "connection_state", "principal", "set_principal", "ANONYMOUS", "AnswerAndClose", "throttle_connection"]
+           "connection_state", "principal", "set_principal", "ANONYMOUS", "AnswerAndClose", "throttle_connection",
+           "throttle_remaining_s"]
 
 log = logging.getLogger("pylog.network")
 _SIZE = struct.Struct(">i")
@@ -118,6 +119,13 @@ def throttle_connection(throttle_ms: int) -> None:
     state = _CONNECTION_STATE.get()
     if state is not None:
         state[_MUTED_KEY] = asyncio.get_running_loop().time() + throttle_ms / 1000
+
+
+def throttle_remaining_s() -> float:
+    """How long the calling connection is still throttled (0 if not)."""
+    state = _CONNECTION_STATE.get()
+    until = None if state is None else state.get(_MUTED_KEY)
+    return 0.0 if until is None else max(until - asyncio.get_running_loop().time(), 0.0)
 
 
 class CloseConnection(Exception):

@@ -13,8 +13,8 @@ and the bytes are counted in one rate per *matched* level, as Kafka tags its sen
 ``users/alice`` is shared by all of alice's client ids; a ``<default>`` quota gives each user (or
 client id) its own rate. The rate is Kafka's ``Rate`` over ``quota.window.num`` samples of
 ``quota.window.size.seconds`` each; on violation the throttle is Kafka's
-``(rate - quota) / quota * window`` capped at the whole window, so that after the throttle the
-rate is back at the quota.
+``(rate - quota) / quota * window`` (not capped, as Kafka's byte-rate quotas), so that after the
+throttle the rate is back at the quota.
 
 Per request: one dict lookup for the resolution (cached until the next config change), one for
 the rate, and a few additions. No per-record work.
@@ -188,8 +188,7 @@ class ClientQuotas:
         if observed <= quota:
             return 0
         window = rate.window_ms(now_ms)
-        throttle = (observed - quota) / quota * window
-        return int(min(throttle, self.settings.window_num * self.settings.window_size_ms))
+        return int((observed - quota) / quota * window)  # no cap for byte rates, as Kafka
 
     def unrecord(self, key: str, user: str, client: str, amount: float, now_ms: float) -> None:
         """Take back a throttled fetch's bytes: Kafka sends it empty and does not count it."""

@@ -1,0 +1,129 @@
+"""Client quotas on a real broker (issue 18 item 3), measured with confluent-kafka (librdkafka).
+
+Quotas are written to ZooKeeper as Kafka's ZooKeeper mode does (``/config/clients/<client-id>``
+plus a ``/config/changes`` notification) while the broker runs; it applies them without a
+restart. A producer (and a consumer) running flat out are held at the quota within 20 % over the
+steady part of the run, and librdkafka's throttle callback reports the responses'
+``throttle_time_ms``. The quota window is shortened (``quota.window.num=4``) to keep the module
+short. One broker for the module.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker.cluster.zk import KafkaZkClient
+from conftest import ClusterFactory
+
+pytestmark = [pytest.mark.integration]
+
+DEADLINE_S = 30.0
+KB = 1000
+VALUE = b"v" * 1000
+# Kafka's sampled rate lets the bytes of an expiring sample through again, so a first burst (the
+# allowance of the whole window) recurs every quota.window.num x quota.window.size.seconds (4 s
+# here): the rate is measured over whole cycles of that.
+RUN_S = 9.0  # flat out for this long ...
+STEADY_FROM_S = 1.0  # ... measured from here: 2 cycles
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper, tmp_path_factory):
+    factory = ClusterFactory(zookeeper.connect_string, tmp_path_factory.mktemp("quotas"))
+    try:
+        cluster = factory.make(1, overrides={"quota.window.num": "4", "quota.window.size.seconds": "1",
+                                             "offsets.topic.replication.factor": "1",
+                                             "offsets.topic.num.partitions": "1"})
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        for topic in ("pq", "fq"):
+            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(DEADLINE_S)
+        yield cluster
+    finally:
+        factory.close()
+
+
+@pytest.fixture(scope="module")
+def zk(cluster):
+    client = KafkaZkClient(cluster.zk_connect, 10_000, 10_000)
+    client.start()
+    yield client
+    client.close()
+
+
+def _produce_flat_out(bootstrap: str, client_id: str, topic: str, run_s: float) -> tuple[float, list[int]]:
+    """Produce as fast as librdkafka takes records; the acknowledged value bytes per second over
+    the steady part, and the throttle times librdkafka reported."""
+    throttles, acked = [], []
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
+                         "batch.size": 16384, "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    on_ack = lambda err, msg: acked.append((time.monotonic(), len(msg.value()))) if err is None else None  # noqa: E731
+    started = time.monotonic()
+    while time.monotonic() - started < run_s:
+        try:
+            producer.produce(topic, VALUE, on_delivery=on_ack)
+        except BufferError:
+            producer.poll(0.05)
+            continue
+        if len(producer) > 2000:
+            producer.poll(0.01)
+        else:
+            producer.poll(0)
+    producer.purge()
+    producer.flush(DEADLINE_S)
+    return _steady_rate(acked, started + STEADY_FROM_S, started + run_s), throttles
+
+
+def _steady_rate(samples: list[tuple[float, int]], start: float, end: float) -> float:
+    return sum(size for at, size in samples if start <= at < end) / (end - start)
+
+
+def _wait(condition, what: str, deadline_s: float = DEADLINE_S) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_produce_quota_holds_the_rate_and_a_change_applies_without_restart(cluster, zk):
+    zk.change_entity_config("clients", "quota-producer", {"producer_byte_rate": str(100 * KB)})
+    rate, throttles = _produce_flat_out(cluster.bootstrap, "quota-producer", "pq", RUN_S)
+    assert 80 * KB <= rate <= 120 * KB, f"{rate:.0f} B/s against a quota of 100 KB/s"
+    assert throttles and max(throttles) > 0, "librdkafka saw no throttle_time_ms"
+
+    zk.change_entity_config("clients", "quota-producer", {"producer_byte_rate": str(250 * KB)})
+    rate, _ = _produce_flat_out(cluster.bootstrap, "quota-producer", "pq", 5.0)  # one cycle
+    assert 150 * KB <= rate <= 375 * KB, f"{rate:.0f} B/s against a quota raised to 250 KB/s"
+
+
+def test_fetch_quota_holds_the_consume_rate(cluster, zk):
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "client.id": "loader", "linger.ms": 20,
+                         "batch.size": 16384})
+    for _ in range(1500):  # 1.5 MB: more than RUN_S at the quota
+        producer.produce("fq", VALUE)
+        producer.poll(0)
+    assert producer.flush(DEADLINE_S) == 0
+    zk.change_entity_config("clients", "quota-consumer", {"consumer_byte_rate": str(100 * KB)})
+    throttles, received = [], []
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "client.id": "quota-consumer",
+                         "group.id": "quota-group", "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         # fetches well under the quota window's bytes (300 KB): one fetch of the whole
+                         # window would wait for its sample to expire, (n-1)/n of the quota
+                         "fetch.max.bytes": 32768, "max.partition.fetch.bytes": 32768, "message.max.bytes": 32768,
+                         "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    try:
+        consumer.subscribe(["fq"])
+        _wait(lambda: consumer.poll(0.2) is not None or consumer.assignment(), "an assignment")
+        started = time.monotonic()
+        while time.monotonic() - started < RUN_S:
+            message = consumer.poll(0.1)
+            if message is not None and message.error() is None:
+                received.append((time.monotonic(), len(message.value())))
+    finally:
+        consumer.close()
+    rate = _steady_rate(received, started + STEADY_FROM_S, started + RUN_S)
+    assert 80 * KB <= rate <= 120 * KB, f"{rate:.0f} B/s against a fetch quota of 100 KB/s"
+    assert throttles and max(throttles) > 0, "librdkafka saw no throttle_time_ms"
