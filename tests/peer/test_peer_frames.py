@@ -18,7 +18,6 @@ from broker.wire import (
     ApiVersionsRequest,
     ErrorCode,
     FetchRequest,
-    ListOffsetsRequest,
     MetadataRequest,
     encode_request,
     with_size_prefix,
@@ -121,18 +120,16 @@ def test_api_versions_too_new_is_answered_alike_and_the_connection_stays(peers, 
 
 
 # Intended difference: for a version pylog's codec parses but does not serve (Produce v0-2,
-# Fetch v0-3, ListOffsets v0), pylog answers UNSUPPORTED_VERSION (35) in every slot, an error
-# the client can report; Kafka 4 closes the connection, as it no longer parses these versions
-# (KIP-896) even where it still advertises them (Produce from v0). broker/server/dispatch.py.
+# Fetch v0-3; ListOffsets v0 is served, Burrow 1.2.1 in Debian sends it), pylog answers
+# UNSUPPORTED_VERSION (35) in every slot, an error the client can report; Kafka 4 closes the
+# connection, as it no longer parses these versions (KIP-896) even where it still advertises them
+# (Produce from v0). broker/server/dispatch.py.
 NOT_SERVED = {
     "Produce v2": lambda topic: request_frame(ApiKey.PRODUCE, 2, produce_request(topic, batch_of([b"v"]))),
     "Fetch v3": lambda topic: request_frame(ApiKey.FETCH, 3, FetchRequest(
         max_wait_ms=0, min_bytes=1, topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
             FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)])],
         forgotten_topics_data=[])),
-    "ListOffsets v0": lambda topic: request_frame(ApiKey.LIST_OFFSETS, 0, ListOffsetsRequest(
-        replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
-            ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])])),
 }
 
 

@@ -79,8 +79,6 @@ def test_api_versions_v3_refuses_software_names_outside_kip511(harness, name, ve
     (1, 3, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "topics": [{"topic": "events", "partitions": [
         {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 100}]}]},
      lambda r: r.responses[0].partitions[0].error_code),
-    (2, 0, {"replica_id": -1, "topics": [{"name": "events", "partitions": [{"partition_index": 0, "timestamp": -1}]}]},
-     lambda r: r.topics[0].partitions[0].error_code),
     (23, 1, {"topics": [{"topic": "events", "partitions": [{"partition": 0, "leader_epoch": 0}]}]},
      lambda r: r.topics[0].partitions[0].error_code),
 ])

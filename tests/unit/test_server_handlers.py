@@ -272,7 +272,41 @@ def test_list_offsets(harness):
     missing = list_offsets(harness, 9_999)
     assert (missing.error_code, missing.offset, missing.timestamp) == (0, -1, -1)
     assert list_offsets(harness, -1, epoch=5).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
-    assert list_offsets(harness, -1, version=0).error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_list_offsets_v0_answers_old_style_offset_lists(harness):
+    """v0 (Burrow 1.2.1 sends it): latest is the high watermark, earliest the log start; one
+    segment here, so a timestamp before its last write finds nothing and one after it finds
+    the log end and the segment base, newest first."""
+    produce(harness, "events", 0, batch(3))
+    produce(harness, "events", 0, batch(2))
+
+    def v0(timestamp: int, max_num: int = 1):
+        request = {"replica_id": -1, "topics": [{"name": "events", "partitions": [
+            {"partition_index": 0, "timestamp": timestamp, "max_num_offsets": max_num}]}]}
+        answer = run(harness.call(LIST_OFFSETS, 0, request)).topics[0].partitions[0]
+        return answer.error_code, list(answer.old_style_offsets)
+
+    assert v0(-1) == (0, [5]) and v0(-2) == (0, [0])
+    assert v0(-1, max_num=10) == (0, [5, 0])
+    assert v0(0, max_num=10) == (0, [])
+    assert v0(2**62, max_num=10) == (0, [5, 0])
+    assert v0(-5)[0] == ErrorCode.INVALID_REQUEST
+    request = {"replica_id": -1, "topics": [{"name": "events", "partitions": [
+        {"partition_index": 2, "timestamp": -1, "max_num_offsets": 1}]}]}
+    led_elsewhere = run(harness.call(LIST_OFFSETS, 0, request)).topics[0].partitions[0]
+    assert led_elsewhere.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_old_style_offsets_stop_at_the_high_watermark():
+    from broker.server.handlers.list_offsets import old_style_offsets
+    points = [(0, 1_000), (10, 2_000), (20, 3_000), (25, 9_000)]  # the last: log end, "now"
+    assert old_style_offsets(points, -1, 2, high_watermark=25) == [25, 20]
+    assert old_style_offsets(points, -1, 3, high_watermark=22) == [22, 20, 10]
+    assert old_style_offsets(points, -1, 3, high_watermark=20) == [20, 10, 0]
+    assert old_style_offsets(points, 2_500, 5, high_watermark=25) == [10, 0]
+    assert old_style_offsets(points, 999, 5, high_watermark=25) == []
+    assert old_style_offsets(points, -2, 5, high_watermark=25) == [0]
 
 
 def test_list_offsets_answers_a_partition_asked_twice_once_with_invalid_request(harness):

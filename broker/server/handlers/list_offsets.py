@@ -1,4 +1,4 @@
-"""ListOffsets (key 2), v1-7: the offset for a timestamp, or for one of the special ones.
+"""ListOffsets (key 2), v0-7: the offset for a timestamp, or for one of the special ones.
 
 - -1 latest: the last stable offset for read_committed (isolation 1), else the high watermark
   (reference 1.4: "latest" must be the LSO for read_committed readers).
@@ -11,6 +11,11 @@ timestamp -1 and no error. A partition named twice in one request is answered on
 INVALID_REQUEST (as Kafka does). v4+ carries the leader epoch: the request's current epoch is
 fenced (FENCED_LEADER_EPOCH 74 / UNKNOWN_LEADER_EPOCH 75), the answer names the epoch of the
 offset.
+
+v0 (removed from Kafka 4.0 by KIP-896, served here because Debian's Burrow 1.2.1 -- sarama of
+2018 -- asks for end offsets with it whatever its kafka-version says) answers a list of offsets
+(``old_style_offsets``), as Kafka 0.10-3.x's ``legacyFetchOffsetsBefore`` did: see
+``old_style_offsets``.
 """
 
 from __future__ import annotations
@@ -45,7 +50,8 @@ async def handle(ctx: BrokerContext, header, request) -> ListOffsetsResponse:
                     partitions.append(_Partition(partition_index=wanted.partition_index,
                                                  error_code=ErrorCode.INVALID_REQUEST))
                 continue
-            partitions.append(_partition(ctx, request, topic.name, wanted))
+            answer = _partition_v0 if header.api_version == 0 else _partition
+            partitions.append(answer(ctx, request, topic.name, wanted))
         topics.append(_Topic(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
@@ -78,6 +84,48 @@ def _partition(ctx: BrokerContext, request, topic: str, wanted):
         epoch = partition.leader_epoch
     return _Partition(partition_index=wanted.partition_index, error_code=ErrorCode.NONE,
                       timestamp=timestamp, offset=offset, leader_epoch=epoch)
+
+
+def _partition_v0(ctx: BrokerContext, request, topic: str, wanted):
+    partition, error = local_leader(ctx, topic, wanted.partition_index)
+    if partition is None:
+        return _Partition(partition_index=wanted.partition_index, error_code=error)
+    log = partition.log
+    try:
+        segments = [(max(s.base_offset, log.log_start_offset), s.last_modified_ms)
+                    for s in log.segments if s.next_offset > log.log_start_offset]
+        if log.active_segment.size > 0:
+            segments.append((log.log_end_offset, log.now_ms()))
+        offsets = old_style_offsets(segments or [(log.log_start_offset, log.now_ms())],
+                                    wanted.timestamp, wanted.max_num_offsets, partition.high_watermark)
+    except LogError as exc:
+        return _Partition(partition_index=wanted.partition_index, error_code=exc.kafka_error_code)
+    except ValueError:
+        return _Partition(partition_index=wanted.partition_index, error_code=ErrorCode.INVALID_REQUEST)
+    return _Partition(partition_index=wanted.partition_index, error_code=ErrorCode.NONE,
+                      old_style_offsets=offsets)
+
+
+def old_style_offsets(points: list[tuple[int, int]], timestamp: int, max_num_offsets: int,
+                      high_watermark: int) -> list[int]:
+    """ListOffsets v0's answer, newest first: ``points`` are (offset, last modified ms) of each
+    live segment's base (and the log end with "now" when the active segment holds data), oldest
+    first. Latest (-1) starts from the last point, earliest (-2) from the first, a timestamp from
+    the last point modified at or before it (none: an empty list); at most ``max_num_offsets``
+    offsets. A consumer may not see past the high watermark, so offsets above it give way to it
+    (Kafka's ``fetchOffsets`` for a non-replica)."""
+    if timestamp == LATEST:
+        start = len(points) - 1
+    elif timestamp == EARLIEST:
+        start = 0
+    elif timestamp >= 0:
+        start = max((i for i, (_, modified) in enumerate(points) if modified <= timestamp), default=-1)
+    else:
+        raise ValueError(f"timestamp {timestamp} is neither >= 0 nor -1/-2 (v0)")
+    offsets = [offset for offset, _ in reversed(points[:start + 1])]
+    if offsets and offsets[0] > high_watermark:
+        offsets = [high_watermark] + [o for o in offsets if o < high_watermark]
+    return offsets[:max(max_num_offsets, 0)]
 
 
 def _lookup(partition: Partition, timestamp: int, isolation_level: int) -> tuple[int, int]:

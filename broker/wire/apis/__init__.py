@@ -167,6 +167,14 @@ from broker.wire.apis.sasl_authenticate import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
 )
+from broker.wire.apis.client_quotas import (
+    ALTER_CLIENT_QUOTAS,
+    DESCRIBE_CLIENT_QUOTAS,
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+)
 from broker.wire.apis.sasl_handshake import SASL_HANDSHAKE, SaslHandshakeRequest, SaslHandshakeResponse
 from broker.wire.apis.user_scram_credentials import (
     ALTER_USER_SCRAM_CREDENTIALS,
@@ -227,6 +235,8 @@ __all__ = [
     "SaslAuthenticateRequest", "SaslAuthenticateResponse",
     "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse",
     "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse",
+    "DescribeClientQuotasRequest", "DescribeClientQuotasResponse",
+    "AlterClientQuotasRequest", "AlterClientQuotasResponse",
     "AlterConfigsRequest", "AlterConfigsResponse",
     "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse",
     "CreatePartitionsRequest", "CreatePartitionsResponse",
@@ -283,6 +293,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
@@ -303,6 +315,7 @@ _ALL = (
     DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS,
     DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
     SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS,
+    DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS,
     ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_RECORDS, ELECT_LEADERS,
     DESCRIBE_LOG_DIRS, ALTER_PARTITION_REASSIGNMENTS,
 )
@@ -313,7 +326,8 @@ API_SPECS: MappingProxyType[int, ApiSpec] = MappingProxyType({spec.key: spec for
 SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyType({
     ApiKey.PRODUCE: (0, 10),
     ApiKey.FETCH: (4, 12),
-    ApiKey.LIST_OFFSETS: (1, 7),
+    # v0 is gone from Kafka 4 (KIP-896) but served: Debian's Burrow 1.2.1 sends it.
+    ApiKey.LIST_OFFSETS: (0, 7),
     ApiKey.METADATA: (0, 12),
     # Inter-broker APIs of ZooKeeper mode, advertised as Kafka 2.x advertises them (clients
     # ignore them); ControlledShutdown from v1, see its spec.
@@ -377,6 +391,8 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),  # client quotas (broker/server/quota.py), as Kafka 4.1
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
 })
 
 assert {int(key) for key in ApiKey} == set(API_SPECS), "ApiKey and API_SPECS disagree"

@@ -1,4 +1,4 @@
-"""ListOffsets (key 2). The spec covers v0-7; the server advertises 1-7.
+"""ListOffsets (key 2). The spec covers v0-7, all served (v0 for Burrow 1.2.1).
 
 Timestamp -1 = latest, -2 = earliest, -3 = max timestamp (v7+, KIP-734). v0 returned a list of
 offsets per partition (OldStyleOffsets); v1+ one offset and its timestamp. v2 IsolationLevel
