@@ -261,6 +261,7 @@ class Broker:
         for entity_type in ("users", "clients"):
             self.configs.add_listener(entity_type, store.on_change(entity_type))
         self.context.quotas = store.quotas
+        self.context.quota_store = store
 
     def _isr_change_done(self, change, new_version: int | None) -> None:
         """The ISR writer's outcome, counted (Kafka's IsrShrinksPerSec/IsrExpandsPerSec) on its

@@ -82,6 +82,7 @@ class BrokerContext:
     config_store: object | None = None
     # client quotas (broker.server.quota.ClientQuotas); None: no quotas
     quotas: object | None = None
+    quota_store: object | None = None  # broker.server.quota_store.QuotaStore (DescribeClientQuotas)
 
     @property
     def broker_id(self) -> int:

@@ -44,7 +44,7 @@ class QuotaStore:
         self._tasks: set[asyncio.Task] = set()
 
     async def load(self) -> None:
-        for (user, client), config in (await asyncio.to_thread(self._read_all)).items():
+        for (user, client), config in (await asyncio.to_thread(self.read_all)).items():
             self.quotas.set_entity(user, client, config)
         if self.quotas.entities:
             logger.info("client quotas: %s", self.quotas.entities)
@@ -68,7 +68,8 @@ class QuotaStore:
         self.quotas.set_entity(*entity, config)
         logger.info("client quotas of %s/%s: %s", entity_type, name, config)
 
-    def _read_all(self) -> dict:
+    def read_all(self) -> dict:
+        """Every quota entity's config, ``(user, client) -> {key: value}`` (blocking)."""
         kazoo, found = self._zk._zk, {}
         for user in _children(kazoo, "/config/users"):
             found[(user, None)] = self._zk.get_entity_config("users", user)

@@ -508,4 +508,6 @@ RULES: dict[int, Rule] = {
     45: _cluster(Op.ALTER),  # AlterPartitionReassignments
     50: _cluster(Op.DESCRIBE),  # DescribeUserScramCredentials
     51: _cluster(Op.ALTER),  # AlterUserScramCredentials
+    48: _cluster(Op.DESCRIBE_CONFIGS),  # DescribeClientQuotas
+    49: _cluster(Op.ALTER_CONFIGS),  # AlterClientQuotas
 }

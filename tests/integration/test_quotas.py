@@ -5,7 +5,8 @@ plus a ``/config/changes`` notification) while the broker runs; it applies them 
 restart. A producer (and a consumer) running flat out are held at the quota within 20 % over the
 steady part of the run, and librdkafka's throttle callback reports the responses'
 ``throttle_time_ms``. The quota window is shortened (``quota.window.num=4``) to keep the module
-short. One broker for the module.
+short. AlterClientQuotas and DescribeClientQuotas (raw requests) write and read the same znodes,
+with Kafka's validation. One broker for the module.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.cluster.zk import KafkaZkClient
+from broker.wire import AlterClientQuotasRequest, ApiKey, DescribeClientQuotasRequest, ErrorCode
 from conftest import ClusterFactory
+from raw_socket import Raw
 
 pytestmark = [pytest.mark.integration]
 
@@ -127,3 +130,46 @@ def test_fetch_quota_holds_the_consume_rate(cluster, zk):
     rate = _steady_rate(received, started + STEADY_FROM_S, started + RUN_S)
     assert 80 * KB <= rate <= 120 * KB, f"{rate:.0f} B/s against a fetch quota of 100 KB/s"
     assert throttles and max(throttles) > 0, "librdkafka saw no throttle_time_ms"
+
+
+def _alter(port: int, entity: dict, ops: list[tuple[str, float, bool]], validate_only: bool = False):
+    request = AlterClientQuotasRequest(validate_only=validate_only, entries=[AlterClientQuotasRequest.EntryData(
+        entity=[AlterClientQuotasRequest.EntityData(entity_type=t, entity_name=n) for t, n in entity.items()],
+        ops=[AlterClientQuotasRequest.OpData(key=k, value=v, remove=r) for k, v, r in ops])])
+    with Raw(port) as raw:
+        return raw.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, request).entries[0]
+
+
+def _describe(port: int, components: list[tuple[str, int, str | None]], strict: bool = False) -> dict:
+    request = DescribeClientQuotasRequest(strict=strict, components=[
+        DescribeClientQuotasRequest.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components])
+    with Raw(port) as raw:
+        response = raw.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, request)
+    assert response.error_code == ErrorCode.NONE, response.error_message
+    return {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
+            for entry in response.entries}
+
+
+def test_alter_and_describe_client_quotas_with_kafkas_validation(cluster, zk):
+    port = cluster.brokers[0].port
+    done = _alter(port, {"user": "alice@x", "client-id": None}, [("producer_byte_rate", 200_000.0, False),
+                                                                 ("consumer_byte_rate", 300_000.0, False)])
+    assert done.error_code == ErrorCode.NONE, done.error_message
+    assert zk.get_entity_config("users", "alice%40x/clients/<default>") == {
+        "producer_byte_rate": "200000", "consumer_byte_rate": "300000"}  # Kafka's ZooKeeper layout
+    _wait(lambda: _describe(port, [("user", 0, "alice@x")]).get((("user", "alice@x"), ("client-id", None))) ==
+          {"producer_byte_rate": 200_000.0, "consumer_byte_rate": 300_000.0}, "DescribeClientQuotas to show it")
+    assert _describe(port, [("user", 0, "alice@x")], strict=True) == {}  # strict: only user-only entities
+    for ops, message in (([("producer_byte_rat", 1.0, False)], "producer_byte_rat"),
+                         ([("producer_byte_rate", -5.0, False)], "at least 1"),
+                         ([("consumer_byte_rate", 1.5, False)], "integer")):
+        refused = _alter(port, {"user": "alice@x", "client-id": None}, ops + [("consumer_byte_rate", 7.0, False)])
+        assert (refused.error_code, message in refused.error_message) == (ErrorCode.INVALID_REQUEST, True)
+    refused = _alter(port, {"ip": "1.2.3.4"}, [("producer_byte_rate", 1.0, False)])
+    assert refused.error_code == ErrorCode.INVALID_REQUEST
+    assert _alter(port, {"client-id": "v"}, [("producer_byte_rate", 9.0, False)], validate_only=True).error_code == 0
+    assert zk.get_entity_config("clients", "v") == {}  # validate_only writes nothing
+    assert zk.get_entity_config("users", "alice%40x/clients/<default>")["consumer_byte_rate"] == "300000"
+    removed = _alter(port, {"user": "alice@x", "client-id": None}, [("consumer_byte_rate", 0.0, True)])
+    assert removed.error_code == ErrorCode.NONE
+    assert zk.get_entity_config("users", "alice%40x/clients/<default>") == {"producer_byte_rate": "200000"}

@@ -10,6 +10,7 @@ from types import MappingProxyType, ModuleType
 from broker.server.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_client_quotas,
     alter_user_scram_credentials,
     alter_configs,
     alter_partition_reassignments,
@@ -23,6 +24,7 @@ from broker.server.handlers import (
     delete_records,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -81,6 +83,7 @@ _MODULES: tuple[ModuleType, ...] = (
     # authentication: the SASL gate serves these before authentication; after it, ILLEGAL_SASL_STATE
     sasl_handshake, sasl_authenticate,
     describe_user_scram_credentials, alter_user_scram_credentials,  # SCRAM users in ZooKeeper
+    describe_client_quotas, alter_client_quotas,  # client quotas in ZooKeeper (quota.py, quota_store.py)
     alter_configs, incremental_alter_configs,  # dynamic configs (ZooKeeper, config_changes)
     create_partitions,  # on the controller (broker.controller.partitions)
     delete_records,  # on partition leaders
