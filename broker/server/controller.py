@@ -37,7 +37,7 @@ from broker.cluster.layout import generate_topic_id
 from broker.cluster.zk import KafkaZkClient
 from broker.controller import ControllerCore, ControllerSettings
 from broker.controller.core import ElectionOutcome, ShutdownResult
-from broker.controller.partitions import PartitionPlanError, plan_new_partitions
+from broker.server.partition_plan import PartitionPlanError, plan_new_partitions
 from broker.server.controller_channel import ControllerChannelManager
 from broker.server.metadata import ClusterSnapshot
 from broker.wire import ErrorCode
@@ -292,7 +292,7 @@ class ControllerService:
 
     async def create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None,
                                 validate_only: bool) -> OpResult:
-        """CreatePartitions on the controller: plan (``broker.controller.partitions``), write the
+        """CreatePartitions on the controller: plan (``broker.server.partition_plan``), write the
         longer assignment, then give the new partitions leaders before answering."""
         if not self.core.active:
             return ErrorCode.NOT_CONTROLLER, "this broker is not the controller"

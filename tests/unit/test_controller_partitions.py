@@ -1,11 +1,11 @@
-"""CreatePartitions' plan (broker.controller.partitions): the count must grow, given replicas
+"""CreatePartitions' plan (broker.server.partition_plan): the count must grow, given replicas
 must fit the topic, and placed ones continue the topic's spread."""
 
 from random import Random
 
 import pytest
 
-from broker.controller.partitions import PartitionPlanError, plan_new_partitions
+from broker.server.partition_plan import PartitionPlanError, plan_new_partitions
 from broker.wire import ErrorCode
 
 CURRENT = {0: [1, 2], 1: [2, 3], 2: [3, 1]}

@@ -181,6 +181,8 @@ def test_supported_versions_match_the_full_profile():
         29: (1, 3), 30: (1, 3), 31: (1, 3),
         # authentication (issue 17 part 1; Kafka 4.1's versions)
         17: (0, 1), 36: (0, 2), 50: (0, 0), 51: (0, 0),
+        # operations (issue 18; Kafka 4.1's versions but AlterPartitionReassignments v1)
+        33: (0, 2), 44: (0, 1), 37: (0, 3), 21: (0, 2), 43: (0, 2), 35: (1, 4), 45: (0, 0),
     }
 
 

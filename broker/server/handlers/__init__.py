@@ -85,7 +85,7 @@ _MODULES: tuple[ModuleType, ...] = (
     describe_user_scram_credentials, alter_user_scram_credentials,  # SCRAM users in ZooKeeper
     describe_client_quotas, alter_client_quotas,  # client quotas in ZooKeeper (quota.py, quota_store.py)
     alter_configs, incremental_alter_configs,  # dynamic configs (ZooKeeper, config_changes)
-    create_partitions,  # on the controller (broker.controller.partitions)
+    create_partitions,  # on the controller (broker.server.partition_plan)
     delete_records,  # on partition leaders
     elect_leaders,  # on the controller
     describe_log_dirs,  # this broker's log directories
