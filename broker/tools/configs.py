@@ -14,7 +14,8 @@ DYNAMIC_TOPIC_CONFIG), ``--all`` everything. ``--alter`` prints ``Completed upda
 topic t.`` (``... for broker 1.``, ``... default config for brokers in the cluster.``); deleting a
 key the entity does not set is refused before anything is sent (``Invalid config(s): k``), as
 kafka-configs does. A refused change prints ``Error while executing config command ...`` and
-exits 1. ``--entity-type users`` is SCRAM credentials (``broker.tools.user_configs``).
+exits 1. ``--entity-type users`` is SCRAM credentials (``broker.tools.user_configs``);
+``--entity-type clients``, and users' quota keys, are client quotas (``broker.tools.quota_configs``).
 ``--command-config <file>``: the admin client's own properties, as kafka-configs reads them
 (``security.protocol``, ``ssl.*``, ``sasl.*``: ``broker.client.security``).
 """
@@ -40,7 +41,7 @@ __all__ = ["add_configs_parser", "run_configs", "parse_add_config"]
 
 _OWN_SOURCE = {RESOURCE_TOPIC: 1, RESOURCE_BROKER: 2}  # what --describe shows without --all
 _DEFAULT_SOURCE = 3
-_ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER, "users": None}
+_ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER, "users": None, "clients": None}
 
 
 def add_configs_parser(subparsers) -> argparse.ArgumentParser:
@@ -50,7 +51,7 @@ def add_configs_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--entity-name", default=None, help="topic name, broker id or user name")
     parser.add_argument("--command-config", default=None, metavar="FILE",
                         help="admin client properties (security.protocol, ssl.*, sasl.*)")
-    parser.add_argument("--entity-default", action="store_true", help="the cluster-wide broker default")
+    parser.add_argument("--entity-default", action="store_true", help="the cluster-wide broker default (or the default user / client id)")
     parser.add_argument("--topic", default=None, help="same as --entity-type topics --entity-name")
     parser.add_argument("--broker", default=None, help="same as --entity-type brokers --entity-name")
     parser.add_argument("--broker-defaults", action="store_true",
@@ -99,11 +100,13 @@ def run_configs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     entity_type, name, is_default = _entity(args)
     if entity_type is None:
         raise ValueError("--entity-type (topics or brokers) is required")
-    if is_default and entity_type != "brokers":
-        raise ValueError("--entity-default applies to --entity-type brokers only")
+    if is_default and entity_type == "topics":
+        raise ValueError("--entity-default applies to --entity-type brokers, users and clients only")
     resource_type = _ENTITY_TYPES[entity_type]
     try:
         with AdminClient(args.bootstrap_server, config=_command_config(args.command_config)) as admin:
+            if _is_quota(entity_type, args):
+                return _quotas(admin, entity_type, None if is_default else name, is_default, args, out)
             if entity_type == "users":
                 return _users(admin, name, args, out)
             if args.alter:
@@ -122,6 +125,28 @@ def _command_config(path: str | None) -> ClientConfig | None:
     from broker.client.security import client_security
     from broker.server.config import parse_properties
     return ClientConfig(security=client_security(parse_properties(Path(path).read_text())))
+
+
+def _is_quota(entity_type: str, args) -> bool:
+    """Client quotas (``broker.tools.quota_configs``): clients always; users when the configs
+    altered are quotas, or for a default user (SCRAM credentials are per user)."""
+    if entity_type == "clients":
+        return True
+    if entity_type != "users":
+        return False
+    from broker.tools.quota_configs import QUOTA_CONFIGS
+    keys = [*parse_add_config(args.add_config or ""), *(args.delete_config or "").split(",")]
+    return args.entity_default or any(k.strip() in QUOTA_CONFIGS for k in keys)
+
+
+def _quotas(admin: AdminClient, entity_type: str, name: str | None, is_default: bool, args, out: TextIO) -> int:
+    from broker.tools.quota_configs import alter_quotas, describe_quotas
+    if not args.alter:
+        return describe_quotas(admin, entity_type, name, is_default, out)
+    if name is None and not is_default:
+        raise ValueError(f"--alter --entity-type {entity_type} needs --entity-name or --entity-default")
+    deleted = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
+    return alter_quotas(admin, entity_type, name, parse_add_config(args.add_config or ""), deleted, out)
 
 
 def _users(admin: AdminClient, name: str | None, args, out: TextIO) -> int:

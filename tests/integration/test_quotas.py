@@ -6,11 +6,13 @@ restart. A producer (and a consumer) running flat out are held at the quota with
 steady part of the run, and librdkafka's throttle callback reports the responses'
 ``throttle_time_ms``. The quota window is shortened (``quota.window.num=4``) to keep the module
 short. AlterClientQuotas and DescribeClientQuotas (raw requests) write and read the same znodes,
-with Kafka's validation. One broker for the module.
+with Kafka's validation; so does ``pylog configs --entity-type clients``. One broker for the module.
 """
 
 from __future__ import annotations
 
+import argparse
+import io
 import time
 
 import pytest
@@ -18,6 +20,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.cluster.zk import KafkaZkClient
+from broker.tools.configs import add_configs_parser, run_configs
 from broker.wire import AlterClientQuotasRequest, ApiKey, DescribeClientQuotasRequest, ErrorCode
 from conftest import ClusterFactory
 from raw_socket import Raw
@@ -173,3 +176,25 @@ def test_alter_and_describe_client_quotas_with_kafkas_validation(cluster, zk):
     removed = _alter(port, {"user": "alice@x", "client-id": None}, [("consumer_byte_rate", 0.0, True)])
     assert removed.error_code == ErrorCode.NONE
     assert zk.get_entity_config("users", "alice%40x/clients/<default>") == {"producer_byte_rate": "200000"}
+
+
+def _pylog_configs(bootstrap: str, *argv: str) -> tuple[int, str, str]:
+    parser = argparse.ArgumentParser()
+    add_configs_parser(parser.add_subparsers())
+    args = parser.parse_args(["configs", "--bootstrap-server", bootstrap, *argv])
+    out, err = io.StringIO(), io.StringIO()
+    return run_configs(args, out, err), out.getvalue(), err.getvalue()
+
+
+def test_pylog_configs_alters_and_describes_client_quotas(cluster, zk):
+    code, out, _ = _pylog_configs(cluster.bootstrap, "--alter", "--entity-type", "clients", "--entity-name", "tool",
+                                  "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152")
+    assert (code, out) == (0, "Completed updating config for client tool.\n")
+    assert zk.get_entity_config("clients", "tool") == {"producer_byte_rate": "1048576", "consumer_byte_rate": "2097152"}
+    code, out, _ = _pylog_configs(cluster.bootstrap, "--describe", "--entity-type", "clients", "--entity-name", "tool")
+    assert (code, out) == (0, "Quota configs for client-id 'tool' are consumer_byte_rate=2097152.0, "
+                              "producer_byte_rate=1048576.0\n")
+    code, _, err = _pylog_configs(cluster.bootstrap, "--alter", "--entity-type", "clients", "--entity-default",
+                                  "--add-config", "producer_byte_rate=-1")
+    assert code == 1 and "Value must be at least 1" in err
+    assert zk.get_entity_config("clients", "<default>") == {}
