@@ -34,6 +34,10 @@ def _build_parser() -> argparse.ArgumentParser:
     add_perf_parser(sub)
     add_groups_parser(sub)
 
+    from broker.tools.lag import add_lag_parser
+
+    add_lag_parser(sub)
+
     from broker.tools.transactions import add_transactions_parser
 
     add_transactions_parser(sub)
@@ -103,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
             from broker.tools.groups import run_groups
 
             return run_groups(args, sys.stdout, sys.stderr)
+        if args.command == "lag":
+            from broker.tools.lag import run_lag
+
+            return run_lag(args, sys.stdout, sys.stderr)
         if args.command == "transactions":
             from broker.tools.transactions import run_transactions
 

@@ -37,7 +37,7 @@ from broker.tools.group_plan import (
     offset_rows, parse_datetime_ms, parse_duration_ms, parse_topic_partitions, plan_reset, reset_table,
 )
 
-__all__ = ["add_groups_parser", "run_groups"]
+__all__ = ["add_groups_parser", "run_groups", "GroupSession", "group_offset_rows", "STORES"]
 
 TopicPartition = tuple[str, int]
 STORES = ("kafka", "zookeeper")
@@ -121,7 +121,7 @@ def run_groups(args: argparse.Namespace, out: TextIO, err: TextIO | None = None,
         raise ValueError(f"--timeout-ms must be positive, got {args.timeout_ms}")
     action = {"list": _list, "describe": _describe, "delete": _delete,
               "reset-offsets": _reset, "delete-offsets": _delete_offsets}[args.groups_command]
-    session = _Session(args, now_ms or SYSTEM_CLOCK.time_ms)
+    session = GroupSession(args, now_ms or SYSTEM_CLOCK.time_ms)
     try:
         return action(session, args, out, err)
     except OffsetStoreError as exc:
@@ -143,7 +143,7 @@ def _with_defaults(args: argparse.Namespace) -> argparse.Namespace:
     return argparse.Namespace(**values)
 
 
-class _Session:
+class GroupSession:
     """The stores and clients one command uses, opened on first use, closed at the end."""
 
     def __init__(self, args: argparse.Namespace, now_ms=SYSTEM_CLOCK.time_ms) -> None:
@@ -218,7 +218,7 @@ class _Session:
             self._admin.close()
 
 
-def _list(session: _Session, args, out: TextIO, err: TextIO) -> int:
+def _list(session: GroupSession, args, out: TextIO, err: TextIO) -> int:
     stores = session.stores(mutating=False)
     with_state = args.state is not None
     rows: list[tuple] = []
@@ -241,28 +241,21 @@ def _list(session: _Session, args, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-def _describe(session: _Session, args, out: TextIO, err: TextIO) -> int:
+def _describe(session: GroupSession, args, out: TextIO, err: TextIO) -> int:
     stores = session.stores(mutating=False)
     if (args.members or args.state) and "kafka" not in stores:
         raise ValueError("--members and --state describe the kafka store (members exist only there)")
     rows: list[GroupRow] = []
     tagged = len(stores) > 1
     for group in _group_ids(session, args, stores):
-        found = False
-        if "kafka" in stores:
+        if "kafka" in stores and (args.members or args.state):
             description = session.groups().describe_group(group)
-            if args.members or args.state:
-                _require_exists(description, group)
-                _state_notice(description, err)
-                out.write(_members_or_state(description, args))
-                continue
-            found, kafka_rows = _kafka_rows(session, description, "kafka" if tagged else None, err)
-            rows += kafka_rows
-        if "zookeeper" in stores:
-            committed = session.store("zookeeper").fetch(group)
-            found = found or bool(committed)
-            ends = session.log_offsets(committed, "latest") if args.bootstrap_server else None
-            rows += committed_rows(group, committed, ends, "zookeeper" if tagged else None)
+            _require_exists(description, group)
+            _state_notice(description, err)
+            out.write(_members_or_state(description, args))
+            continue
+        found, group_rows = group_offset_rows(session, group, stores, tagged, err)
+        rows += group_rows
         if not found:
             where = " or ".join(stores)
             raise ValueError(f"Consumer group '{group}' does not exist (no members or offsets in the {where} store).")
@@ -271,7 +264,25 @@ def _describe(session: _Session, args, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-def _group_ids(session: _Session, args, stores: list[str]) -> list[str]:
+def group_offset_rows(session: GroupSession, group: str, stores: list[str], tagged: bool,
+                      err: TextIO) -> tuple[bool, list[GroupRow]]:
+    """(whether the group exists in any of ``stores``, its offset rows with lag): the one place
+    ``groups describe`` and ``pylog lag`` read committed offsets and log ends, so both show the
+    same lag. ``tagged``: fill the STORE column."""
+    found = False
+    rows: list[GroupRow] = []
+    if "kafka" in stores:
+        description = session.groups().describe_group(group)
+        found, rows = _kafka_rows(session, description, "kafka" if tagged else None, err)
+    if "zookeeper" in stores:
+        committed = session.store("zookeeper").fetch(group)
+        found = found or bool(committed)
+        ends = session.log_offsets(committed, "latest") if session.args.bootstrap_server else None
+        rows += committed_rows(group, committed, ends, "zookeeper" if tagged else None)
+    return found, rows
+
+
+def _group_ids(session: GroupSession, args, stores: list[str]) -> list[str]:
     """``--group`` values, or with ``--all-groups`` every consumer group of the stores."""
     if not args.all_groups:
         return list(dict.fromkeys(args.group))
@@ -284,7 +295,7 @@ def _group_ids(session: _Session, args, stores: list[str]) -> list[str]:
     return sorted(found)
 
 
-def _kafka_rows(session: _Session, description: GroupDescription, store: str | None,
+def _kafka_rows(session: GroupSession, description: GroupDescription, store: str | None,
                 err: TextIO) -> tuple[bool, list[GroupRow]]:
     group = description.group_id
     committed = {tp: c.offset for tp, c in session.groups().list_group_offsets(group).items()}
@@ -318,7 +329,7 @@ def _members_or_state(d: GroupDescription, args) -> str:
                         [(d.group_id, coordinator, d.protocol, d.state, len(d.members))])
 
 
-def _delete(session: _Session, args, out: TextIO, err: TextIO) -> int:
+def _delete(session: GroupSession, args, out: TextIO, err: TextIO) -> int:
     store = session.stores(mutating=True)[0]
     groups = _group_ids(session, args, [store])
     if not groups:
@@ -345,7 +356,7 @@ def _delete(session: _Session, args, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-def _reset(session: _Session, args, out: TextIO, err: TextIO) -> int:
+def _reset(session: GroupSession, args, out: TextIO, err: TextIO) -> int:
     store_name = session.stores(mutating=True)[0]
     group = args.group
     if store_name == "kafka":
@@ -371,7 +382,7 @@ def _reset(session: _Session, args, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-def _partitions_to_reset(session: _Session, args, committed: Mapping[TopicPartition, int]) -> list[TopicPartition]:
+def _partitions_to_reset(session: GroupSession, args, committed: Mapping[TopicPartition, int]) -> list[TopicPartition]:
     if args.all_topics:
         if not committed:
             raise ValueError(f"group '{args.group}' has no committed offsets: name the partitions with --topic")
@@ -379,7 +390,7 @@ def _partitions_to_reset(session: _Session, args, committed: Mapping[TopicPartit
     return _named_partitions(session, args.topic)
 
 
-def _named_partitions(session: _Session, topic_args) -> list[TopicPartition]:
+def _named_partitions(session: GroupSession, topic_args) -> list[TopicPartition]:
     """``--topic`` values as partitions: a bare topic means all of its partitions."""
     topics, partitions = parse_topic_partitions(topic_args)
     if topics:
@@ -407,7 +418,7 @@ def _reset_spec(args, now_ms) -> ResetSpec:
     return ResetSpec("timestamp", max(now_ms() - parse_duration_ms(args.by_duration), 0))
 
 
-def _delete_offsets(session: _Session, args, out: TextIO, err: TextIO) -> int:
+def _delete_offsets(session: GroupSession, args, out: TextIO, err: TextIO) -> int:
     store_name = session.stores(mutating=True)[0]
     group = args.group
     if store_name == "zookeeper":

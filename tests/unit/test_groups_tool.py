@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from broker.tools.groups import _Session, add_groups_parser, run_groups
+from broker.tools.groups import GroupSession, add_groups_parser, run_groups
 
 B = ("--bootstrap-server", "h:9092")
 Z = ("--zookeeper-connect", "h:2181")
@@ -28,7 +28,7 @@ def parse(*argv: str) -> argparse.Namespace:
     (B + Z + ("--store", "all"), False, ["kafka", "zookeeper"]),
 ])
 def test_store_selection(argv, mutating, stores):
-    assert _Session(parse("list", *argv)).stores(mutating) == stores
+    assert GroupSession(parse("list", *argv)).stores(mutating) == stores
 
 
 @pytest.mark.parametrize("argv, mutating, message", [
@@ -40,7 +40,7 @@ def test_store_selection(argv, mutating, stores):
 ])
 def test_store_mistakes(argv, mutating, message):
     with pytest.raises(ValueError, match=message):
-        _Session(parse("list", *argv)).stores(mutating)
+        GroupSession(parse("list", *argv)).stores(mutating)
 
 
 def test_reset_needs_one_scenario_and_one_scope():
