@@ -82,12 +82,14 @@ def run_lag(args: argparse.Namespace, out: TextIO, err: TextIO | None = None, *,
     ticks = args.iterations if args.iterations is not None else (None if args.watch else 1)
     session = GroupSession(args)
     samples: list[LagSample] = []
-    started = monotonic()
+    started: float | None = None
     try:
         stores = session.stores(mutating=False)
         for tick in itertools.count():
             rows = _rows(session, list(dict.fromkeys(args.group)), stores)
-            samples.append(lag_sample(monotonic() - started, rows))
+            now = monotonic()
+            started = now if started is None else started
+            samples.append(lag_sample(now - started, rows))
             out.write(f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}\n")
             out.write(describe_table(rows, with_store=True, with_members=False))
             out.write(f"TOTAL-LAG {samples[-1].total}\n\n")

@@ -73,7 +73,10 @@ def test_lag_of_both_stores_falls_after_a_commit_and_is_plotted(cluster, tmp_pat
         zk_store.commit("lag-zk", {(TOPIC, 0): 5})
         produce(cluster.bootstrap, 0, 5)  # log end of partition 0 is now 15
 
+        slept: list[float] = []
+
         def commit_between_ticks(seconds: float) -> None:
+            slept.append(seconds)
             kafka_store.commit("lag-kafka", {(TOPIC, 0): 15})
             zk_store.commit("lag-zk", {(TOPIC, 0): 14})
 
@@ -85,6 +88,7 @@ def test_lag_of_both_stores_falls_after_a_commit_and_is_plotted(cluster, tmp_pat
     finally:
         kafka_store.close()
         zk_store.close()
+    assert slept == [0.1]  # two ticks, one --interval between them
     first, second = tables(out.getvalue())
     assert first["rows"] == {("lag-kafka", 0, "kafka"): (3, 15, 12), ("lag-kafka", 1, "kafka"): (4, 10, 6),
                              ("lag-zk", 0, "zookeeper"): (5, 15, 10)}
