@@ -66,7 +66,7 @@ def validate_quota(key: str, value: str) -> float:
     except ValueError:
         raise ValueError(f"Invalid value {value} for configuration {key}") from None
     if number <= 0:
-        raise ValueError(f"Invalid value {value} for configuration {key}: Value must be at least 1")
+        raise ValueError(f"Quota {key} must be greater than 0")  # Kafka 4.1's words
     if key != REQUEST and number != int(number):
         raise ValueError(f"Invalid value {value} for configuration {key}: Value must be an integer")
     return number

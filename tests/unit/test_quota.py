@@ -73,7 +73,7 @@ def test_window_bytes_caps_a_fetch():
 
 @pytest.mark.parametrize("key, value, message", [
     ("producer_byte_rat", "1", "Unknown quota key"),
-    (PRODUCE, "-5", "Value must be at least 1"),
+    (PRODUCE, "-5", "must be greater than 0"),
     (PRODUCE, "abc", "Invalid value abc"),
     (PRODUCE, "1.5", "must be an integer"),
 ])
