@@ -28,6 +28,7 @@ from pyspark.sql.datasource import (
 from spark_log._io import WriteSettings, write_batches, write_transaction
 from spark_log.offsets import TopicPartition, format_partitions
 from spark_log.options import OptionError, SinkOptions
+from spark_log.recover import recover_batch_jobs
 from spark_log.transactions import (
     TEST_TASK_FAULT_ENV,
     Committer,
@@ -134,11 +135,15 @@ def write_settings(options: SinkOptions) -> WriteSettings:
 
 class PylogWriter(DataSourceArrowWriter):
     """``df.write``. Exactly-once: all or nothing, every task's transaction committed by the
-    driver's ``commit`` or none (a batch job is not restarted: no commit log, a fresh prefix)."""
+    driver's ``commit`` or none. A batch job is not restarted: a fresh prefix per job, and its
+    commit intent is rolled forward by the next exactly-once batch job's writer (built on the
+    driver before any task runs) or by ``python -m spark_log.recover`` (``spark_log.recover``)."""
 
     def __init__(self, options: SinkOptions) -> None:
         self._settings = write_settings(options)
         self._txn = _txn_settings(options, options.transactional_id_prefix or batch_prefix())
+        if self._txn is not None:
+            recover_batch_jobs(self._txn)
 
     def write(self, iterator) -> WrittenRecords:
         return _write(self._settings, iterator, self._txn)
@@ -146,8 +151,7 @@ class PylogWriter(DataSourceArrowWriter):
     def commit(self, messages) -> None:
         if self._txn is not None:
             committer = Committer(self._txn)
-            committer.commit(_prepared(messages), 0, durable=False)
-            committer.abort_lingering()  # failed or losing speculative attempts
+            committer.commit(_prepared(messages), 0, batch_job=True)  # sweeps failed / losing attempts
         log.info("pylog batch write committed: %s", _summary(messages))
 
     def abort(self, messages) -> None:
@@ -181,14 +185,14 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
         if self._txn is not None:
             started = time.perf_counter()
             committer = Committer(self._txn)
-            committer.commit(_prepared(messages), batchId)
-            committer.abort_lingering()  # failed or losing speculative attempts of this batch
+            committer.commit(_prepared(messages), batchId)  # sweeps failed / losing attempts too
             elapsed_ms = (time.perf_counter() - started) * 1000
             log.info("pylog stream batch %d committed in %.1f ms: %s", batchId, elapsed_ms, _summary(messages))
             times = os.environ.get(COMMIT_TIMES_ENV)
             if times:
                 with open(times, "a") as out:
-                    out.write(f"{batchId} {elapsed_ms:.3f}\n")
+                    phases = " ".join(f"{k}={v:.1f}" for k, v in committer.phases.items())
+                    out.write(f"{batchId} {elapsed_ms:.3f} pid={os.getpid()} {phases}\n")
             return
         log.info("pylog stream batch %d committed: %s", batchId, _summary(messages))
 

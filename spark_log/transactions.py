@@ -4,8 +4,10 @@ Phase one (executor, ``write_transaction`` in ``spark_log._io``): each task atte
 rows inside its own transaction and *prepares* it (KIP-939 style: flushed, left open); the
 ``PreparedTransaction`` (id, producer id, epoch, partitions) travels to the driver in the task's
 commit message. Phase two (driver, ``Committer.commit``): write the batch's *commit intent* (every
-prepared transaction of the batch) to the commit log, complete each transaction with EndTxn
-(any client may send it with the stored producer id/epoch), then mark the batch done.
+prepared transaction of the batch) to the commit log, then complete every transaction with EndTxn
+(any client may send it with the stored producer id/epoch; in parallel, with the sweep of this
+batch's other open transactions alongside). No "done" record: the next intent supersedes it, and
+an intent found on restart is rolled forward (committing a committed transaction succeeds).
 
 Transactional ids (``transactional_id``): ``<prefix>-b<batch>-p<partition>-a<attempt>-t<task
 attempt id>``. The task attempt id is unique within the Spark application, so a retried or
@@ -18,8 +20,8 @@ and aborted with an InitProducerId on its id.
 
 The commit log is a compacted topic (``commitLogTopic``, default ``pylog-spark-commits``) on the
 sink's cluster, keyed by the prefix: the latest record of a prefix is ``{"batch": n, "state":
-"intent", "transactions": [...]}`` or ``{"batch": n, "state": "done"}``. Not the checkpoint
-directory: a Python DataSource sees the ``checkpointLocation`` only as a path string (when given
+"intent", "transactions": [...]}`` (``{"batch": n, "state": "done"}`` after a roll-forward; a
+tombstone once a batch job finished). Not the checkpoint directory: a Python DataSource sees the ``checkpointLocation`` only as a path string (when given
 as an option), may run where that file system is not mounted, and HDFS/S3 would need clients
 in every Python worker. The sink's own cluster is reachable by construction, replicated, and
 written with acks=all.
@@ -41,24 +43,28 @@ import hashlib
 import json
 import logging
 import os
+import queue
 import signal
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from broker.client import ClientConfig, Cluster, Consumer, KafkaError, Producer, PreparedTransaction
+from broker.client.coordinator import KEY_TYPE_TRANSACTION
 from broker.client.txn_admin import TxnAdmin
 from broker.client.txn_requests import TxnCoordinatorClient
 from broker.wire import ErrorCode
 
 __all__ = ["TxnSettings", "Committer", "transactional_id", "default_prefix", "test_kill_point",
-           "test_task_fault", "TEST_KILL_ENV", "TEST_KILL_PGID_ENV", "TEST_TASK_FAULT_ENV", "ONGOING"]
+           "test_task_fault", "read_commit_log", "TEST_KILL_ENV", "TEST_KILL_PGID_ENV", "TEST_TASK_FAULT_ENV", "ONGOING"]
 
 log = logging.getLogger(__name__)
 
 ONGOING = "Ongoing"  # ListTransactions' state name for an open transaction
 DEFAULT_COMMIT_LOG_TOPIC = "pylog-spark-commits"
+COMMIT_THREADS = 8  # EndTxns (one per task) and the sweep of one commit in flight at once
 # Test-only: "<point>[:<batch>]" makes the driver SIGKILL its whole process group at that point
 # of commit (points: before-intent, after-intent, after-first-commit). Read from the environment
 # of the process running the driver-side commit; never set it outside the fault tests.
@@ -154,16 +160,36 @@ _clients_lock = threading.Lock()
 
 
 class _DriverClients:
+    """The driver's connections, kept across commits. EndTxns of one batch and the sweep run in
+    parallel (``pool``), each on a ``Cluster`` of its own (a ``Cluster`` and its connections are
+    not thread-safe): a commit costs the intent plus the slowest of them, not their sum."""
+
     def __init__(self, settings: TxnSettings) -> None:
-        config = ClientConfig(client_id="pylog-spark-committer", request_timeout_ms=settings.request_timeout_ms)
-        self.cluster = Cluster(settings.bootstrap_servers, config)
+        self.settings = settings
+        self.config = ClientConfig(client_id="pylog-spark-committer", request_timeout_ms=settings.request_timeout_ms)
+        self.cluster = Cluster(settings.bootstrap_servers, self.config)
         self.admin = TxnAdmin(self.cluster)
         self.producer = Producer(settings.bootstrap_servers, acks=-1, linger_ms=0,
                                  client_id="pylog-spark-commit-log", request_timeout_ms=settings.request_timeout_ms)
         self.topic_ready = False
+        self.pool = ThreadPoolExecutor(max_workers=COMMIT_THREADS, thread_name_prefix="pylog-spark-commit")
+        self._spare: queue.SimpleQueue[Cluster] = queue.SimpleQueue()
+        self._all: list[Cluster] = []
+
+    def borrow(self) -> Cluster:
+        try:
+            return self._spare.get_nowait()
+        except queue.Empty:
+            cluster = Cluster(self.settings.bootstrap_servers, self.config)
+            self._all.append(cluster)
+            return cluster
+
+    def give_back(self, cluster: Cluster) -> None:
+        self._spare.put(cluster)
 
     def close(self) -> None:
-        for close in (self.producer.close, self.cluster.close):
+        self.pool.shutdown(wait=False)
+        for close in (self.producer.close, self.cluster.close, *(c.close for c in self._all)):
             try:
                 close()
             except Exception:  # closing after a failure: nothing more to do
@@ -186,44 +212,94 @@ def _drop_clients(settings: TxnSettings) -> None:
         clients.close()
 
 
+class _Gate:
+    """Opened once, with a verdict: the EndTxn jobs of ``commit`` wait here for the intent."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._go = False
+
+    def open(self, go: bool) -> None:
+        self._go = go
+        self._event.set()
+
+    def wait(self) -> bool:
+        self._event.wait()
+        return self._go
+
+
 class Committer:
     """The driver's side of the two-phase commit for one prefix."""
 
     def __init__(self, settings: TxnSettings) -> None:
         self.settings = settings
+        self.phases: dict[str, float] = {}  # ms since the commit began, per step (the bench prints them)
+
+    def _mark(self, started: float, name: str) -> None:
+        self.phases[name] = (time.perf_counter() - started) * 1000
 
     # ------------------------------------------------------------------ commit and abort
 
-    def commit(self, prepared: list[PreparedTransaction], batch_id: int, *, durable: bool = True) -> None:
-        """Intent, then EndTxn(commit) for each prepared transaction, then done. ``durable``
-        False (batch jobs, never restarted) skips the commit log."""
+    def commit(self, prepared: list[PreparedTransaction], batch_id: int, *, batch_job: bool = False) -> None:
+        """Intent, then EndTxn(commit) for every prepared transaction and the sweep. A batch job
+        (``batch_job``: ``df.write``, never restarted by Spark) writes its intent too, marked
+        ``"job": "batch"`` so that ``spark_log.recover`` (run by the next batch job's driver, or
+        by hand) can roll it forward after a driver death; its done record is a tombstone: a
+        finished batch job needs nothing kept, and compaction drops its key."""
         try:
-            self._commit(prepared, batch_id, durable)
+            self._commit(prepared, batch_id, batch_job)
         except Exception:
             _drop_clients(self.settings)  # a broken connection must not outlive this commit
             raise
 
-    def _commit(self, prepared: list[PreparedTransaction], batch_id: int, durable: bool) -> None:
+    def _commit(self, prepared: list[PreparedTransaction], batch_id: int, batch_job: bool) -> None:
+        started = time.perf_counter()
         clients = _clients_for(self.settings)
-        if durable and batch_id <= self.last_done():
+        if not batch_job and batch_id <= self.last_done():
             # Spark replays a batch whose commit finished but whose checkpoint commit entry was
             # not written (SPARK-28908): its rows are in the log already, so this run's are not.
             log.warning("batch %d of %s was committed before: aborting its replay", batch_id, self.settings.prefix)
-            for p in prepared:
-                self._end(clients, p, commit=False)
+            self._end_all(clients, prepared, commit=False)
+            self.abort_lingering()
             return
         test_kill_point("before-intent", batch_id)
-        if durable:
-            self._log(clients, {"batch": batch_id, "state": "intent",
-                                "transactions": [p.to_dict() for p in prepared]})
-        test_kill_point("after-intent", batch_id)
-        for i, p in enumerate(prepared):
-            self._end(clients, p, commit=True)
-            if i == 0:
+        intent = {"batch": batch_id, "state": "intent", "transactions": [p.to_dict() for p in prepared]}
+        if batch_job:
+            intent["job"] = "batch"
+        opened = [p for p in prepared if p.partitions]  # the others never reached a coordinator
+        self._mark(started, "clients")
+        rest = opened
+        if opened and os.environ.get(TEST_KILL_ENV):  # the fault tests' point between two EndTxns
+            rest = opened[1:]
+        # The sweep (failed, killed or losing speculative attempts of this batch: never part of
+        # the intent, so it need not wait for it) keeps this batch's own prepared transactions.
+        sweep = clients.pool.submit(self.abort_lingering, [p.transactional_id for p in prepared])
+        gate = _Gate()
+        ends = self._start_ends(clients, rest, True, gate)  # coordinators looked up during the intent
+        try:
+            if opened:  # nothing to roll forward otherwise
+                self._log(clients, intent)
+            self._mark(started, "intent")
+            test_kill_point("after-intent", batch_id)
+            if rest is not opened:
+                self._end(clients, opened[0], commit=True)
                 test_kill_point("after-first-commit", batch_id)
-        if durable:
-            self._log(clients, {"batch": batch_id, "state": "done"})
-            _last_done[self.settings.prefix] = batch_id
+        except BaseException:
+            gate.open(False)  # the waiting EndTxn jobs end without sending anything
+            raise
+        gate.open(True)
+        for future in ends:
+            future.result()
+        self._mark(started, "ended")
+        sweep.result()
+        self._mark(started, "swept")
+        if batch_job:
+            if opened:
+                self._log(clients, None)
+            return
+        # No "done" record: the intent of batch n says n is done or is to be rolled forward
+        # (recover() does, before any later batch writes), which is all last_done() needs.
+        _last_done[self.settings.prefix] = batch_id
 
     def last_done(self) -> int:
         """The last batch whose transactions were all committed (-1: none); read from the commit
@@ -240,18 +316,47 @@ class Committer:
         (attempts that failed or were killed after they began)."""
         try:
             clients = _clients_for(self.settings)
-            for p in prepared:
-                self._end(clients, p, commit=False)
+            self._end_all(clients, prepared, commit=False)
             self.abort_lingering(keep=())
         except Exception:
             _drop_clients(self.settings)
             raise
 
-    def _end(self, clients: _DriverClients, p: PreparedTransaction, commit: bool) -> None:
+    def _end_all(self, clients: _DriverClients, prepared: list[PreparedTransaction], commit: bool) -> None:
+        """EndTxn for each, in parallel (each on a borrowed Cluster); the first error raises."""
+        gate = _Gate()
+        futures = self._start_ends(clients, prepared, commit, gate)
+        gate.open(True)
+        for future in futures:
+            future.result()
+
+    def _start_ends(self, clients: _DriverClients, prepared: list[PreparedTransaction], commit: bool,
+                    gate: "_Gate") -> list:
+        """One pool job per transaction: FindCoordinator and connect right away (``commit`` starts
+        these before its intent write, so the lookups are off the critical path), then EndTxn
+        once ``gate`` opens; nothing if it opens closed (the intent write failed)."""
+        def end(p: PreparedTransaction) -> None:
+            cluster = clients.borrow()
+            try:
+                client = TxnCoordinatorClient(cluster, p.transactional_id)
+                try:
+                    client._coordinator((KEY_TYPE_TRANSACTION, p.transactional_id),
+                                        time.monotonic() * 1000 + self.settings.request_timeout_ms)
+                except KafkaError:
+                    pass  # end_txn looks the coordinator up again, with its retries
+                if gate.wait():
+                    self._end(clients, p, commit, cluster, client)
+            finally:
+                clients.give_back(cluster)
+
+        return [clients.pool.submit(end, p) for p in prepared if p.partitions]
+
+    def _end(self, clients: _DriverClients, p: PreparedTransaction, commit: bool, cluster: Cluster | None = None,
+             client: TxnCoordinatorClient | None = None) -> None:
         if not p.partitions:
             return  # nothing was added: the transaction never opened at the coordinator
         deadline = time.monotonic() * 1000 + self.settings.request_timeout_ms
-        client = TxnCoordinatorClient(clients.cluster, p.transactional_id)
+        client = client or TxnCoordinatorClient(cluster or clients.cluster, p.transactional_id)
         try:
             client.end_txn(p.producer_id, p.producer_epoch, commit, deadline)
         except KafkaError as exc:
@@ -263,11 +368,11 @@ class Committer:
 
     # ------------------------------------------------------------------ recovery
 
-    def open_transactions(self) -> list[str]:
+    def open_transactions(self, cluster: Cluster | None = None) -> list[str]:
         """Transactional ids of the prefix with an open transaction (ListTransactions, every broker)."""
-        clients = _clients_for(self.settings)
-        clients.cluster.refresh_brokers()
-        listed = clients.admin.list_transactions(states=[ONGOING])
+        cluster = cluster or _clients_for(self.settings).cluster
+        cluster.refresh_brokers()
+        listed = TxnAdmin(cluster).list_transactions(states=[ONGOING])
         prefix = self.settings.prefix + "-b"
         return sorted({t.transactional_id for ts in listed.values() for t in ts
                        if t.transactional_id.startswith(prefix) and t.state == ONGOING})
@@ -282,18 +387,22 @@ class Committer:
             open_ids = self.open_transactions()
             if not open_ids:
                 return {"committed": 0, "aborted": 0}
-            last = self.last_record()
             clients = _clients_for(self.settings)
             committed = 0
-            done = -1 if last is None else int(last["batch"])
+            known = _last_done.get(self.settings.prefix)
+            # This process finished every EndTxn of batches up to ``known``: no intent to read.
+            last = None if known is not None else self.last_record()
+            done = known if known is not None else -1 if last is None else int(last["batch"])
             if last is not None and last.get("state") == "intent":
                 for d in last.get("transactions", ()):
                     p = PreparedTransaction.from_dict(d)
                     if p.transactional_id in open_ids:
                         self._end(clients, p, commit=True)
                         committed += 1
-                self._log(clients, {"batch": done, "state": "done"})
+                if committed:
+                    self._log(clients, {"batch": done, "state": "done"})
                 _last_done[self.settings.prefix] = done
+            last = last or {}
             stale = [t for t in open_ids if (batch_of(self.settings.prefix, t) or 0) <= done and not (
                 last.get("state") == "intent" and t in {d["transactional_id"] for d in last["transactions"]})]
             aborted = self._fence(clients, stale)
@@ -306,27 +415,34 @@ class Committer:
             raise
 
     def abort_lingering(self, keep=()) -> int:
-        """Fence and abort the prefix's open transactions except ``keep``."""
+        """Fence and abort the prefix's open transactions except ``keep`` (on a borrowed Cluster:
+        ``commit`` runs this alongside its EndTxns)."""
         clients = _clients_for(self.settings)
-        return self._fence(clients, [t for t in self.open_transactions() if t not in set(keep)])
+        cluster = clients.borrow()
+        try:
+            kept = set(keep)
+            return self._fence(clients, [t for t in self.open_transactions(cluster) if t not in kept], cluster)
+        finally:
+            clients.give_back(cluster)
 
-    def _fence(self, clients: _DriverClients, ids: list[str]) -> int:
+    def _fence(self, clients: _DriverClients, ids: list[str], cluster: Cluster | None = None) -> int:
         """InitProducerId on each id: bumps its epoch (fencing a zombie task still holding it)
         and aborts its open transaction; answered once the abort is done."""
         for tid in ids:
             deadline = time.monotonic() * 1000 + self.settings.request_timeout_ms
-            TxnCoordinatorClient(clients.cluster, tid).init_producer_id(
+            TxnCoordinatorClient(cluster or clients.cluster, tid).init_producer_id(
                 self.settings.transaction_timeout_ms, deadline)
         return len(ids)
 
     # ------------------------------------------------------------------ the commit log
 
-    def _log(self, clients: _DriverClients, record: dict) -> None:
+    def _log(self, clients: _DriverClients, record: dict | None, key: str | None = None) -> None:
+        """Write ``record`` (None: a tombstone) under ``key`` (default: this prefix), acks=all."""
         if not clients.topic_ready:
             self._ensure_topic()
             clients.topic_ready = True
-        clients.producer.send(self.settings.commit_log_topic, json.dumps(record).encode(),
-                              key=self.settings.prefix.encode())
+        value = None if record is None else json.dumps(record).encode()
+        clients.producer.send(self.settings.commit_log_topic, value, key=(key or self.settings.prefix).encode())
         clients.producer.flush()
 
     def _ensure_topic(self) -> None:
@@ -344,23 +460,29 @@ class Committer:
                     raise
 
     def last_record(self) -> dict | None:
-        """The prefix's latest commit-log record (read from the start of the one partition:
-        compaction keeps it short), None when the prefix never committed."""
-        tp = (self.settings.commit_log_topic, 0)
-        last = None
-        with Consumer(self.settings.bootstrap_servers, auto_offset_reset="earliest",
-                      client_id="pylog-spark-commit-log-reader") as consumer:
-            try:
-                end = consumer.end_offsets([tp])[tp]
-            except KafkaError as exc:
-                if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                    return None
-                raise
-            consumer.assign([tp])
-            consumer.seek_to_beginning([tp])
-            key = self.settings.prefix.encode()
-            while consumer.position(tp) < end:
-                for record in consumer.poll(timeout_ms=1000):
-                    if record.key == key and record.value is not None:
-                        last = json.loads(record.value)
-        return last
+        """The prefix's latest commit-log record, None when the prefix never committed."""
+        return read_commit_log(self.settings, self.settings.prefix).get(self.settings.prefix)
+
+
+def read_commit_log(settings: TxnSettings, only_key: str | None = None) -> dict[str, dict | None]:
+    """The latest record per key (prefix) of the commit log, read from the start of its one
+    partition (compaction keeps it short); a tombstone reads as None. ``only_key``: keep only it."""
+    tp = (settings.commit_log_topic, 0)
+    latest: dict[str, dict | None] = {}
+    with Consumer(settings.bootstrap_servers, auto_offset_reset="earliest",
+                  client_id="pylog-spark-commit-log-reader") as consumer:
+        try:
+            end = consumer.end_offsets([tp])[tp]
+        except KafkaError as exc:
+            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                return {}
+            raise
+        consumer.assign([tp])
+        consumer.seek_to_beginning([tp])
+        wanted = None if only_key is None else only_key.encode()
+        while consumer.position(tp) < end:
+            for record in consumer.poll(timeout_ms=1000):
+                if record.key is None or (wanted is not None and record.key != wanted):
+                    continue
+                latest[record.key.decode()] = None if record.value is None else json.loads(record.value)
+    return latest

@@ -8,6 +8,7 @@ the query's prefix left open (ListTransactions) with the LSO at the high waterma
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 
 from broker.client import AdminClient, ClientConfig, Cluster, Consumer
@@ -39,11 +40,22 @@ def produce_keyed(bootstrap: str, topic: str, count: int, keys: int = 7, start: 
         producer.flush()
 
 
-def read_committed(bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
-    """Every (key, value) of ``topic`` visible under read_committed, up to the LSO."""
+SETTLE_S = 30.0  # how long read_committed waits for the last commit's markers (a deadline)
+
+
+def read_committed(bootstrap: str, topic: str, settle: bool = True) -> list[tuple[bytes, bytes]]:
+    """Every (key, value) of ``topic`` visible under read_committed, up to the LSO. ``settle``:
+    first wait (up to ``SETTLE_S``) for the LSO to reach the high watermark: EndTxn is answered
+    before the coordinator writes the markers (as on Kafka), so right after a query ends the last
+    batch may not be visible yet. Off where a transaction is meant to stay open."""
     with AdminClient(bootstrap) as admin:
         partitions = sorted(admin.cluster.refresh([topic]).topics[topic].partitions)
-        ends = admin.list_offsets(topic, partitions, "latest", isolation_level="read_committed")
+        deadline = time.monotonic() + (SETTLE_S if settle else 0)
+        while True:
+            ends = admin.list_offsets(topic, partitions, "latest", isolation_level="read_committed")
+            if time.monotonic() >= deadline or ends == admin.list_offsets(topic, partitions, "latest"):
+                break
+            time.sleep(0.05)
     out = []
     with Consumer(bootstrap, isolation_level="read_committed", auto_offset_reset="earliest") as consumer:
         tps = [(topic, p) for p in partitions]

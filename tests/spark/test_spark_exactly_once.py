@@ -17,6 +17,9 @@ from eos_support import check_exactly_once, lso_at_hw, open_transactions, produc
 from spark_helpers import create_topic, unique
 
 
+QUERY_TIMEOUT_S = 300
+
+
 @pytest.fixture(scope="module")
 def txn_cluster(cluster_factory):
     return cluster_factory.make(1, overrides=txn_overrides(1))
@@ -33,7 +36,9 @@ def copy_stream(spark, bootstrap: str, source_topic: str, sink_topic: str, check
     for key, value in extra.items():
         writer = writer.option(key, value)
     query = writer.start()
-    query.awaitTermination(120)
+    # A deadline, not a wait (AvailableNow ends by itself): at a load of 20 a 4-batch copy once
+    # took over 120 s, and a query still running must fail here, not in the oracle.
+    assert query.awaitTermination(QUERY_TIMEOUT_S), f"the copy did not finish in {QUERY_TIMEOUT_S} s"
     assert query.exception() is None, query.exception()
 
 

@@ -14,9 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from spark_log.transactions import TEST_KILL_ENV, TEST_TASK_FAULT_ENV, default_prefix
+from spark_log import recover
+from spark_log.recover import BATCH_PREFIX_ROOT
+from spark_log.transactions import (DEFAULT_COMMIT_LOG_TOPIC, TEST_KILL_ENV, TEST_TASK_FAULT_ENV, TxnSettings,
+                                    default_prefix, read_commit_log)
 
-from eos_support import check_exactly_once, lso_at_hw, open_transactions, produce_keyed, txn_overrides
+from eos_support import (check_exactly_once, lso_at_hw, open_transactions, produce_keyed, read_committed,
+                         txn_overrides)
 from spark_helpers import create_topic, unique
 
 DRIVER = Path(__file__).resolve().parent / "eos_driver.py"
@@ -64,6 +68,25 @@ def test_driver_killed_in_commit_then_restarted(txn_cluster, tmp_path, point):
     check_exactly_once(bootstrap, sink, RECORDS)
     assert open_transactions(bootstrap, prefix) == []
     assert lso_at_hw(bootstrap, sink)
+
+
+def test_batch_job_driver_killed_in_commit_is_rolled_forward(txn_cluster, tmp_path):
+    """df.write exactly-once, driver SIGKILLed after its intent and its first EndTxn: the rest of
+    the job's transactions stay open (the LSO holds read_committed readers before them); the
+    recovery a user runs (the next batch job's writer runs the same) commits them: all 400 once."""
+    bootstrap = txn_cluster.bootstrap
+    sink = create_topic(bootstrap, unique("bout"), 2)
+    rc = run_driver(bootstrap, "-", sink, str(tmp_path / "unused"), {TEST_KILL_ENV: "after-first-commit:0"},
+                    "--batch", "400")
+    assert rc == -signal.SIGKILL, f"the hook did not kill the driver (exit {rc})"
+    assert open_transactions(bootstrap, BATCH_PREFIX_ROOT), "the job's other transactions were left open"
+    assert len(read_committed(bootstrap, sink, settle=False)) < 400
+    assert recover.main(["--bootstrap-servers", bootstrap]) == 0
+    check_exactly_once(bootstrap, sink, 400, ordered=False)
+    assert open_transactions(bootstrap, BATCH_PREFIX_ROOT) == []
+    assert lso_at_hw(bootstrap, sink)
+    left = read_commit_log(TxnSettings("x", 60_000, DEFAULT_COMMIT_LOG_TOPIC, bootstrap))
+    assert not [k for k, r in left.items() if r and r.get("job") == "batch"], "the intent outlived its roll-forward"
 
 
 @pytest.mark.parametrize("fault,extra", [("kill", ()), ("raise", ("--speculation",))])
