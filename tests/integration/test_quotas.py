@@ -97,11 +97,13 @@ def _wait(condition, what: str, deadline_s: float = DEADLINE_S) -> None:
 def test_produce_quota_holds_the_rate_and_a_change_applies_without_restart(cluster, zk):
     zk.change_entity_config("clients", "quota-producer", {"producer_byte_rate": str(100 * KB)})
     rate, throttles = _produce_flat_out(cluster.bootstrap, "quota-producer", "pq", RUN_S)
+    print(f"produce at a 100 KB/s quota: {rate:.0f} B/s, {len(throttles)} throttled responses")
     assert 80 * KB <= rate <= 120 * KB, f"{rate:.0f} B/s against a quota of 100 KB/s"
     assert throttles and max(throttles) > 0, "librdkafka saw no throttle_time_ms"
 
     zk.change_entity_config("clients", "quota-producer", {"producer_byte_rate": str(250 * KB)})
     rate, _ = _produce_flat_out(cluster.bootstrap, "quota-producer", "pq", 5.0)  # one cycle
+    print(f"produce at a 250 KB/s quota: {rate:.0f} B/s")
     assert 150 * KB <= rate <= 375 * KB, f"{rate:.0f} B/s against a quota raised to 250 KB/s"
 
 
@@ -131,6 +133,7 @@ def test_fetch_quota_holds_the_consume_rate(cluster, zk):
     finally:
         consumer.close()
     rate = _steady_rate(received, started + STEADY_FROM_S, started + RUN_S)
+    print(f"consume at a 100 KB/s quota: {rate:.0f} B/s, {len(throttles)} throttled responses")
     assert 80 * KB <= rate <= 120 * KB, f"{rate:.0f} B/s against a fetch quota of 100 KB/s"
     assert throttles and max(throttles) > 0, "librdkafka saw no throttle_time_ms"
 
