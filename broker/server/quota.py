@@ -137,6 +137,8 @@ class ClientQuotas:
                     values[key] = validate_quota(key, config[key])
                 except ValueError:
                     pass
+        if values == self.entities.get((user, client), {}):
+            return  # e.g. a SCRAM credential changed next to the quotas: the rates go on
         if values:
             self.entities[(user, client)] = values
         else:

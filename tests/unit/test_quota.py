@@ -95,3 +95,11 @@ def test_names_are_sanitized_as_kafka_and_entity_paths_parsed():
     assert entity_of_path("users", "alice") == ("alice", None)
     assert entity_of_path("clients", "<default>") == (None, DEFAULT)
     assert entity_of_path("topics", "t") is None
+
+
+def test_an_unchanged_entity_keeps_the_rates():
+    quotas = ClientQuotas(QuotaSettings(window_num=3, window_size_ms=1000))
+    quotas.set_entity("alice", None, {PRODUCE: "1000"})
+    assert quotas.record(PRODUCE, "alice", "app", 1500, 0) == 0
+    quotas.set_entity("alice", None, {PRODUCE: "1000", "SCRAM-SHA-256": "salt=..."})  # a credential added
+    assert quotas.record(PRODUCE, "alice", "app", 1500, 100) > 0  # the first 1500 B still count
