@@ -11,6 +11,11 @@ writes the tombstone. It runs on the driver whenever an exactly-once batch write
 next batch job to the same cluster), and by hand::
 
     python -m spark_log.recover --bootstrap-servers host:9092 [--commit-log-topic T] [--abort-uncommitted]
+        [--command-config client.properties]
+
+``--command-config`` names a properties file with the job's ``security.protocol``, ``ssl.*``,
+``sasl.*`` (the sink's ``kafka.``-prefixed options without the prefix; the file ``pylog cluster up
+--security`` writes works as is), as Kafka's tools take it.
 
 A batch job that died *before* its intent left open transactions that no one will commit; they
 hold the LSO until the coordinator aborts them at ``transactionTimeoutMs``. They cannot be
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from broker.client import PreparedTransaction
 from spark_log.transactions import (
@@ -87,6 +93,33 @@ def recover_batch_jobs(settings: TxnSettings, *, abort_uncommitted: bool = False
         raise
 
 
+def _command_security(path: str | None):
+    """The ``ClientSecurity`` of a ``--command-config`` file (None: PLAINTEXT)."""
+    if path is None:
+        return None
+    from broker.client.security import client_security
+    return client_security(_read_properties(Path(path).read_text()))
+
+
+def _read_properties(text: str) -> dict[str, str]:
+    """Java ``.properties`` as client config files use them: ``key=value`` or ``key: value``,
+    ``#``/``!`` comments, a trailing ``\\`` continues the line. (spark_log may not import
+    ``broker.server.config.parse_properties``: docs/architecture.md's import rules.)"""
+    props: dict[str, str] = {}
+    logical = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not logical and (not stripped or stripped[0] in "#!"):
+            continue
+        if (len(stripped) - len(stripped.rstrip("\\"))) % 2:
+            logical += stripped[:-1]
+            continue
+        logical, whole = "", logical + stripped
+        cut = min((i for i in (whole.find("="), whole.find(":")) if i >= 0), default=len(whole))
+        props[whole[:cut].strip()] = whole[cut + 1:].strip()
+    return props
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spark_log.recover", description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap-servers", required=True)
@@ -96,9 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prefix", default=BATCH_PREFIX_ROOT,
                         help="with --abort-uncommitted: only ids starting with this (default: %(default)s)")
     parser.add_argument("--transaction-timeout-ms", type=int, default=60_000)
+    parser.add_argument("--command-config", default=None, metavar="FILE",
+                        help="client properties (security.protocol, ssl.*, sasl.*) for every connection")
     args = parser.parse_args(argv)
     settings = TxnSettings("pylog-spark-recover", args.transaction_timeout_ms, args.commit_log_topic,
-                           args.bootstrap_servers)
+                           args.bootstrap_servers, security=_command_security(args.command_config))
     result = recover_batch_jobs(settings, abort_uncommitted=args.abort_uncommitted, uncommitted_prefix=args.prefix)
     print(f"batch jobs rolled forward: {result['jobs']}, transactions committed: {result['committed']}, "
           f"aborted: {result['aborted']}")

@@ -98,8 +98,10 @@ def _txn_settings(options: SinkOptions, prefix: str | None) -> TxnSettings | Non
     if not options.exactly_once:
         return None
     timeout = options.producer.get("request_timeout_ms")
+    config = options.producer.get("config")  # the tasks' kafka.security/sasl/ssl options
     return TxnSettings(prefix, options.transaction_timeout_ms, options.commit_log_topic,
-                       options.bootstrap_servers, int(timeout) if timeout else 30_000)
+                       options.bootstrap_servers, int(timeout) if timeout else 30_000,
+                       getattr(config, "security", None))
 
 
 def _prepared(messages) -> list:

@@ -85,6 +85,16 @@ class TxnSettings:
     commit_log_topic: str
     bootstrap_servers: str
     request_timeout_ms: int = 30_000
+    # The sink's kafka.security.protocol / kafka.sasl.* / kafka.ssl.* (a ClientSecurity: pickles,
+    # its SSL context is built per process); None: PLAINTEXT. Every driver-side client uses it.
+    security: object | None = None
+
+    def client_config(self, client_id: str) -> ClientConfig:
+        """The config of every client the driver's side makes (commit, sweep, recovery, the
+        commit log's producer, reader and admin): the tasks' security settings, so a secured
+        cluster that lets the tasks in lets the driver in too."""
+        return ClientConfig(client_id=client_id, request_timeout_ms=self.request_timeout_ms,
+                            security=self.security)
 
 
 def default_prefix(checkpoint_location: str | None) -> str | None:
@@ -152,9 +162,9 @@ def test_task_fault(batch_id: int, partition_id: int, producer) -> None:
     raise RuntimeError(f"test hook {TEST_TASK_FAULT_ENV}: injected task failure")
 
 
-# Driver-side clients per (bootstrap, commit topic), kept across commits in a reused Python
+# Driver-side clients per (bootstrap, commit topic, security), kept across commits in a reused Python
 # process: a fresh Cluster costs a bootstrap and a Metadata round trip per commit.
-_clients: dict[tuple[str, str], "_DriverClients"] = {}
+_clients: dict[tuple, "_DriverClients"] = {}
 _last_done: dict[str, int] = {}  # prefix -> last batch committed (Committer.last_done)
 _clients_lock = threading.Lock()
 
@@ -166,11 +176,11 @@ class _DriverClients:
 
     def __init__(self, settings: TxnSettings) -> None:
         self.settings = settings
-        self.config = ClientConfig(client_id="pylog-spark-committer", request_timeout_ms=settings.request_timeout_ms)
+        self.config = settings.client_config("pylog-spark-committer")
         self.cluster = Cluster(settings.bootstrap_servers, self.config)
         self.admin = TxnAdmin(self.cluster)
         self.producer = Producer(settings.bootstrap_servers, acks=-1, linger_ms=0,
-                                 client_id="pylog-spark-commit-log", request_timeout_ms=settings.request_timeout_ms)
+                                 config=settings.client_config("pylog-spark-commit-log"))
         self.topic_ready = False
         self.pool = ThreadPoolExecutor(max_workers=COMMIT_THREADS, thread_name_prefix="pylog-spark-commit")
         self._spare: queue.SimpleQueue[Cluster] = queue.SimpleQueue()
@@ -197,7 +207,7 @@ class _DriverClients:
 
 
 def _clients_for(settings: TxnSettings) -> _DriverClients:
-    key = (settings.bootstrap_servers, settings.commit_log_topic)
+    key = (settings.bootstrap_servers, settings.commit_log_topic, settings.security)
     with _clients_lock:
         clients = _clients.get(key)
         if clients is None:
@@ -207,7 +217,7 @@ def _clients_for(settings: TxnSettings) -> _DriverClients:
 
 def _drop_clients(settings: TxnSettings) -> None:
     with _clients_lock:
-        clients = _clients.pop((settings.bootstrap_servers, settings.commit_log_topic), None)
+        clients = _clients.pop((settings.bootstrap_servers, settings.commit_log_topic, settings.security), None)
     if clients is not None:
         clients.close()
 
@@ -448,7 +458,8 @@ class Committer:
     def _ensure_topic(self) -> None:
         from broker.client import AdminClient
 
-        with AdminClient(self.settings.bootstrap_servers) as admin:
+        with AdminClient(self.settings.bootstrap_servers,
+                         config=self.settings.client_config("pylog-spark-commit-log-admin")) as admin:
             if self.settings.commit_log_topic in admin.list_topics():
                 return
             replicas = min(3, len(admin.cluster.refresh(None).brokers))
@@ -470,7 +481,7 @@ def read_commit_log(settings: TxnSettings, only_key: str | None = None) -> dict[
     tp = (settings.commit_log_topic, 0)
     latest: dict[str, dict | None] = {}
     with Consumer(settings.bootstrap_servers, auto_offset_reset="earliest",
-                  client_id="pylog-spark-commit-log-reader") as consumer:
+                  config=settings.client_config("pylog-spark-commit-log-reader")) as consumer:
         try:
             end = consumer.end_offsets([tp])[tp]
         except KafkaError as exc:

@@ -58,6 +58,10 @@ class SecureCluster:
                 "offsets.topic.replication.factor": str(brokers),
                 "offsets.topic.num.partitions": "2",
                 "group.initial.rebalance.delay.ms": "0",
+                # the exactly-once Spark sink's driver-side test commits transactions here
+                "transaction.state.log.replication.factor": str(brokers),
+                "transaction.state.log.min.isr": "1",
+                "transaction.state.log.num.partitions": "2",
                 "controlled.shutdown.enable": "false",  # the last broker would retry for 20 s
             }
             config = directory / "server.properties"

@@ -267,3 +267,63 @@ def test_pylog_configs_users_add_describe_delete(secure, tmp_path):
     assert configs("--alter", "--entity-name", "erin", "--delete-config", "SCRAM-SHA-512")[0] == 0
     code, text = configs("--alter", "--entity-name", "erin", "--delete-config", "SCRAM-SHA-512")
     assert code == 1 and "RESOURCE_NOT_FOUND (91)" in text and "erin-secret" not in text
+
+
+def test_spark_exactly_once_driver_side_over_sasl_ssl(secure, tmp_path):
+    """The exactly-once Spark sink's driver side without Spark (as bench/spark_eos_commit.py
+    drives it): a prepared transaction committed by ``Committer.commit`` and one an intent lists
+    rolled forward by ``python -m spark_log.recover --command-config``, over SASL_SSL + SCRAM
+    only (these listeners advertise no other): every client of the path speaks it."""
+    from broker.client.config import ClientConfig
+    from broker.client.consumer import Consumer
+    from broker.client.producer import Producer
+    from spark_log import recover, transactions
+    from spark_log.options import parse_sink_options
+    from spark_log.sink import _txn_settings
+
+    tag = uuid.uuid4().hex[:8]
+    options = parse_sink_options({
+        "kafka.bootstrap.servers": secure.sasl_bootstrap, "topic": secure.topic,
+        "deliveryGuarantee": "exactly-once", "transactionalIdPrefix": f"eos-{tag}",
+        "commitLogTopic": f"commits-{tag}", "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.ssl.truststore.location": secure.ca,
+        "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                  'username="bob" password="bob-secret";'})
+    config = options.producer["config"]  # what the sink's tasks get
+
+    def prepare(tid: str, partition: int):
+        with Producer(secure.sasl_bootstrap, transactional_id=tid, config=config) as producer:
+            producer.init_transactions()
+            producer.begin_transaction()
+            for i in range(20):
+                producer.send(secure.topic, b"%s-%d" % (tid.encode(), i), partition=partition)
+            return producer.prepare_transaction()
+
+    stream = _txn_settings(options, f"eos-{tag}")
+    job = _txn_settings(options, f"{recover.BATCH_PREFIX_ROOT}{tag}")
+    committed = prepare(transactions.transactional_id(stream.prefix, 0, 0, 0, 1), 0)
+    rolled = prepare(transactions.transactional_id(job.prefix, 0, 1, 0, 2), 1)
+    try:
+        transactions.Committer(stream).commit([committed], 0)
+        dying = transactions.Committer(job)  # a batch job's driver that dies after its intent
+        dying._log(transactions._clients_for(job), {"batch": 0, "state": "intent", "job": "batch",
+                                                    "transactions": [rolled.to_dict()]})
+        props = tmp_path / "client.properties"
+        props.write_text(f"security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=bob\n"
+                         f"sasl.password=bob-secret\nssl.truststore.location={secure.ca}\n")
+        assert recover.main(["--bootstrap-servers", secure.sasl_bootstrap, "--commit-log-topic",
+                             job.commit_log_topic, "--command-config", str(props)]) == 0
+        assert transactions.read_commit_log(job) == {stream.prefix: {"batch": 0, "state": "intent", "transactions":
+                                                                     [committed.to_dict()]}, job.prefix: None}
+    finally:
+        for key in [k for k in transactions._clients if k[0] == secure.sasl_bootstrap]:
+            transactions._clients.pop(key).close()
+    wanted = {b"%s-%d" % (p.transactional_id.encode(), i) for p in (committed, rolled) for i in range(20)}
+    with Consumer(secure.sasl_bootstrap, isolation_level="read_committed", auto_offset_reset="earliest",
+                  config=ClientConfig(security=config.security)) as consumer:
+        consumer.assign([(secure.topic, 0), (secure.topic, 1)])
+        seen, deadline = set(), time.monotonic() + 30  # EndTxn is answered before the markers land
+        while not wanted <= seen and time.monotonic() < deadline:
+            seen |= {r.value for r in consumer.poll(500) if r.value and r.value.startswith(b"eos-")
+                     or r.value and r.value.startswith(recover.BATCH_PREFIX_ROOT.encode())}
+    assert seen == wanted
