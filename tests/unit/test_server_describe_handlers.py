@@ -121,7 +121,7 @@ def test_cursor_topic_must_be_among_the_named_topics(harness):
 
 @pytest.mark.parametrize("topics", [None, [{"name": "beta", "partition_indexes": [0, 2]}],
                                     [{"name": "nope", "partition_indexes": [0]}]])
-def test_no_reassignment_is_ever_in_progress(harness, topics):
+def test_an_idle_controller_lists_no_reassignment(harness, topics):
     response = run(harness.call(LIST_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": topics}))
     assert (response.error_code, response.error_message, response.topics) == (0, None, [])
 

@@ -50,6 +50,10 @@ class FakeController:
         self._harness.remove_topic(name)
         return 0, None
 
+    def reassignments(self):
+        """tp -> (target, original) in progress, as the real shell: none here."""
+        return {}
+
 
 class FakeProducerIds:
     def __init__(self) -> None:
