@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 
 from broker.client import PreparedTransaction
+from broker.client.properties import parse_properties
 from spark_log.transactions import (
     DEFAULT_COMMIT_LOG_TOPIC,
     ONGOING,
@@ -98,26 +99,7 @@ def _command_security(path: str | None):
     if path is None:
         return None
     from broker.client.security import client_security
-    return client_security(_read_properties(Path(path).read_text()))
-
-
-def _read_properties(text: str) -> dict[str, str]:
-    """Java ``.properties`` as client config files use them: ``key=value`` or ``key: value``,
-    ``#``/``!`` comments, a trailing ``\\`` continues the line. (spark_log may not import
-    ``broker.server.config.parse_properties``: docs/architecture.md's import rules.)"""
-    props: dict[str, str] = {}
-    logical = ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not logical and (not stripped or stripped[0] in "#!"):
-            continue
-        if (len(stripped) - len(stripped.rstrip("\\"))) % 2:
-            logical += stripped[:-1]
-            continue
-        logical, whole = "", logical + stripped
-        cut = min((i for i in (whole.find("="), whole.find(":")) if i >= 0), default=len(whole))
-        props[whole[:cut].strip()] = whole[cut + 1:].strip()
-    return props
+    return client_security(parse_properties(Path(path).read_text()))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,10 +9,12 @@ the ``config`` argument (a ``ClientConfig`` carrying the TLS context and SASL cr
 
 from __future__ import annotations
 
+import re
+
 from broker.client.config import ClientConfig
 from broker.client.security import SECURITY_PROPERTY_NAMES, client_security
 
-__all__ = ["producer_options_from_properties", "consumer_options_from_properties"]
+__all__ = ["producer_options_from_properties", "consumer_options_from_properties", "parse_properties"]
 
 
 def _flag(text) -> bool:
@@ -92,3 +94,37 @@ def _options(props: dict[str, str], table: dict, what: str) -> dict:
         raise ValueError(f"unknown {what} properties: {', '.join(unknown)} "
                          f"(known: {', '.join(sorted(table))})")
     return out
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``.properties`` (client config files, broker server.properties): ``key=value`` or ``key: value``, ``#``/``!`` comments, ``\\`` continuations."""
+    props: dict[str, str] = {}
+    logical = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not logical and (not stripped or stripped[0] in "#!"):
+            continue
+        if _continues(stripped):
+            logical += stripped[:-1]
+            continue
+        logical += stripped
+        key, value = _split_property(logical)
+        props[key] = value
+        logical = ""
+    if logical:
+        key, value = _split_property(logical)
+        props[key] = value
+    return props
+
+
+def _continues(line: str) -> bool:
+    """An odd number of trailing backslashes continues the line (an even number is escaped)."""
+    trailing = len(line) - len(line.rstrip("\\"))
+    return trailing % 2 == 1
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+    if not match:
+        return line, ""
+    return match.group(1), match.group(2).strip()

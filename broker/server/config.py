@@ -41,6 +41,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Mapping
 
+from broker.client.properties import parse_properties  # noqa: F401 (re-exported: tools and __main__ import it from here)
 from broker.cluster.internal_topics import InternalTopicsConfig
 from broker.coordinator.group.core import GroupSettings
 from broker.coordinator.txn.core import TxnSettings
@@ -483,40 +484,6 @@ def _zk_connect(key: str, raw: str) -> str:
     if slash and not _CHROOT.match("/" + chroot):
         raise ConfigError(f"{key}: chroot {'/' + chroot!r} must be /name[/name...] (no trailing /)")
     return raw
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java ``.properties``: ``key=value`` or ``key: value``, ``#``/``!`` comments, ``\\`` continuations."""
-    props: dict[str, str] = {}
-    logical = ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not logical and (not stripped or stripped[0] in "#!"):
-            continue
-        if _continues(stripped):
-            logical += stripped[:-1]
-            continue
-        logical += stripped
-        key, value = _split_property(logical)
-        props[key] = value
-        logical = ""
-    if logical:
-        key, value = _split_property(logical)
-        props[key] = value
-    return props
-
-
-def _continues(line: str) -> bool:
-    """An odd number of trailing backslashes continues the line (an even number is escaped)."""
-    trailing = len(line) - len(line.rstrip("\\"))
-    return trailing % 2 == 1
-
-
-def _split_property(line: str) -> tuple[str, str]:
-    match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
-    if not match:
-        return line, ""
-    return match.group(1), match.group(2).strip()
 
 
 def parse_overrides(items: list[str]) -> dict[str, str]:
