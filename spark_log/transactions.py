@@ -392,7 +392,26 @@ class Committer:
         batches already done. Spark builds a stream's writer several times per micro-batch, also
         while its tasks write, so this must not touch a transaction that may still be committed:
         open ones of later batches are left to ``commit``'s sweep (after its own transactions
-        are committed, anything else open of the prefix is a dead or losing attempt)."""
+        are committed, anything else open of the prefix is a dead or losing attempt).
+
+        Retriable errors (a broker down or restarting: ListTransactions asks every broker) are
+        retried on fresh connections for up to ``request_timeout_ms``: a query restarted right
+        after a broker died must not fail at once while that broker comes back. Every step is
+        idempotent (a repeated commit answers NONE, a repeated fence finds nothing open)."""
+        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
+        backoff_s = 0.2
+        while True:
+            try:
+                return self._recover_once()
+            except KafkaError as exc:
+                if not exc.retriable or time.monotonic() + backoff_s > deadline:
+                    raise
+                log.warning("exactly-once recovery of %s: %s; retrying in %.1f s",
+                            self.settings.prefix, exc, backoff_s)
+                time.sleep(backoff_s)
+                backoff_s = min(backoff_s * 2, 2.0)
+
+    def _recover_once(self) -> dict[str, int]:
         try:
             open_ids = self.open_transactions()
             if not open_ids:
