@@ -97,24 +97,34 @@ def _one(resource_type: Rt, operation: Op, name_of: Callable, error: int) -> Rul
     return rule
 
 
-async def _split_topics(ctx, module, header, request, allowed: Callable[[str], bool], *, topics: str,
-                        name: str, answers: str, clear_top_error: bool = False):
-    """Run the handler on the permitted topics only; answer the rest TOPIC_AUTHORIZATION_FAILED
-    (the handler's own per-partition error shape) and merge the two answers."""
-    entries = getattr(request, topics) or []
-    denied = [t for t in entries if not allowed(getattr(t, name))]
-    if not denied:
+async def _split(ctx, module, header, request, allowed: Callable[[object], bool], *, field: str,
+                 answers: str, error: int, clear_top_error: bool = False):
+    """Run the handler on the permitted entries of ``request.<field>`` only; answer the rest with
+    ``error`` in the handler's own error shape (``module.error_response``) and merge the two
+    answers' ``<answers>`` lists. The one mechanism behind every per-topic, per-group and
+    per-transactional-id refusal: nothing denied reaches a handler."""
+    entries = getattr(request, field) or []
+    flags = [allowed(e) for e in entries]
+    if all(flags):
         return await module.handle(ctx, header, request)
-    permitted = [t for t in entries if allowed(getattr(t, name))]
-    refused = module.error_response(header, _copy(request, **{topics: denied}), _TOPIC_DENIED)
+    permitted = [e for e, ok in zip(entries, flags) if ok]
+    denied = [e for e, ok in zip(entries, flags) if not ok]
+    refused = module.error_response(header, _copy(request, **{field: denied}), error)
     if clear_top_error and hasattr(refused, "error_code"):
         refused.error_code = ErrorCode.NONE
     if not permitted:
         return refused
-    response = await module.handle(ctx, header, _copy(request, **{topics: permitted}))
+    response = await module.handle(ctx, header, _copy(request, **{field: permitted}))
     if response is not None:
         getattr(response, answers).extend(getattr(refused, answers))
     return response
+
+
+def _split_topics(ctx, module, header, request, allowed: Callable[[str], bool], *, topics: str,
+                  name: str, answers: str, clear_top_error: bool = False):
+    """``_split`` over topic entries named by their ``name`` field: TOPIC_AUTHORIZATION_FAILED."""
+    return _split(ctx, module, header, request, lambda t: allowed(getattr(t, name)), field=topics,
+                  answers=answers, error=_TOPIC_DENIED, clear_top_error=clear_top_error)
 
 
 def _topics(operation: Op, *, topics: str = "topics", name: str = "name", answers: str = "topics",
@@ -213,17 +223,8 @@ async def _find_coordinator(ctx, module, header, request, check):
         if not check(Op.DESCRIBE, resource_type, request.key):
             return module.error_response(header, request, error)
         return await module.handle(ctx, header, request)
-    keys = request.coordinator_keys or []
-    denied = [k for k in keys if not check(Op.DESCRIBE, resource_type, k)]
-    if not denied:
-        return await module.handle(ctx, header, request)
-    permitted = [k for k in keys if k not in denied]
-    refused = module.error_response(header, _copy(request, coordinator_keys=denied), error)
-    if not permitted:
-        return refused
-    response = await module.handle(ctx, header, _copy(request, coordinator_keys=permitted))
-    response.coordinators.extend(refused.coordinators)
-    return response
+    return await _split(ctx, module, header, request, lambda k: check(Op.DESCRIBE, resource_type, k),
+                        field="coordinator_keys", answers="coordinators", error=error)
 
 
 async def _init_producer_id(ctx, module, header, request, check):
@@ -306,14 +307,8 @@ async def _list_groups(ctx, module, header, request, check):
 
 
 async def _delete_groups(ctx, module, header, request, check):
-    denied = [g for g in request.groups_names if not check(Op.DELETE, Rt.GROUP, g)]
-    permitted = [g for g in request.groups_names if g not in denied]
-    refused = module.error_response(header, _copy(request, groups_names=denied), _GROUP_DENIED)
-    if not permitted:
-        return refused
-    response = await module.handle(ctx, header, _copy(request, groups_names=permitted))
-    response.results.extend(refused.results)
-    return response
+    return await _split(ctx, module, header, request, lambda g: check(Op.DELETE, Rt.GROUP, g),
+                        field="groups_names", answers="results", error=_GROUP_DENIED)
 
 
 async def _offset_delete(ctx, module, header, request, check):
@@ -337,17 +332,8 @@ async def _delete_topics(ctx, module, header, request, check):
             return module.error_response(header, request, _TOPIC_DENIED)
         return await _split_topics(ctx, module, header, request, lambda t: check(Op.DELETE, Rt.TOPIC, t),
                                    topics="topics", name="name", answers="responses")
-    names = request.topic_names or []
-    denied = [n for n in names if not check(Op.DELETE, Rt.TOPIC, n)]
-    if not denied:
-        return await module.handle(ctx, header, request)
-    refused = module.error_response(header, _copy(request, topic_names=denied), _TOPIC_DENIED)
-    permitted = [n for n in names if n not in denied]
-    if not permitted:
-        return refused
-    response = await module.handle(ctx, header, _copy(request, topic_names=permitted))
-    response.responses.extend(refused.responses)
-    return response
+    return await _split(ctx, module, header, request, lambda n: check(Op.DELETE, Rt.TOPIC, n),
+                        field="topic_names", answers="responses", error=_TOPIC_DENIED)
 
 
 _CONFIG_RESOURCE_TOPIC, _CONFIG_RESOURCE_BROKER = 2, 4
@@ -408,15 +394,8 @@ async def _add_offsets_to_txn(ctx, module, header, request, check):
 
 
 async def _describe_transactions(ctx, module, header, request, check):
-    ids = request.transactional_ids
-    denied = [t for t in ids if not check(Op.DESCRIBE, Rt.TRANSACTIONAL_ID, t)]
-    permitted = [t for t in ids if t not in denied]
-    refused = module.error_response(header, _copy(request, transactional_ids=denied), _TXN_DENIED)
-    if not permitted:
-        return refused
-    response = await module.handle(ctx, header, _copy(request, transactional_ids=permitted))
-    response.transaction_states.extend(refused.transaction_states)
-    return response
+    return await _split(ctx, module, header, request, lambda t: check(Op.DESCRIBE, Rt.TRANSACTIONAL_ID, t),
+                        field="transactional_ids", answers="transaction_states", error=_TXN_DENIED)
 
 
 async def _describe_cluster(ctx, module, header, request, check):

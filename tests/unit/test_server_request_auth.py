@@ -140,3 +140,17 @@ def test_describe_cluster_answers_this_principals_operations(harness):
         include_cluster_authorized_operations=True)))
     # ALTER (7), DESCRIBE (8, implied by ALTER), IDEMPOTENT_WRITE (12)
     assert response.cluster_authorized_operations == (1 << 7) | (1 << 8) | (1 << 12)
+
+
+def test_batched_names_split_by_entry_and_the_denied_ones_never_reach_the_handler(harness):
+    """DeleteTopics v5 (topic_names) and FindCoordinator v4 (coordinator_keys) share _split."""
+    grant(harness, Rt.TOPIC, "open", Op.DELETE)
+    deleted = run(harness.call(ApiKey.DELETE_TOPICS, 5, {"topic_names": ["open", "closed"], "timeout_ms": 1000}))
+    assert {r.name: r.error_code for r in deleted.responses} == {
+        "open": ErrorCode.NONE, "closed": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    assert "closed" in harness.snapshot.topics and "open" not in harness.snapshot.topics
+    grant(harness, Rt.GROUP, "g1", Op.DESCRIBE)
+    found = run(harness.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g1", "g2"]}))
+    codes = {c.key: c.error_code for c in found.coordinators}
+    assert codes["g2"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    assert codes["g1"] != ErrorCode.GROUP_AUTHORIZATION_FAILED
