@@ -8,13 +8,14 @@ ListPartitionReassignments, with the tool's JSON::
   proposal spreading the topics' partitions over the listed brokers (Kafka's round-robin
   placement), nothing changed;
 - ``--execute --reassignment-json-file F``: prints the current assignment (keep it to roll back),
-  starts the reassignments;
+  starts the reassignments; refused (exit 1, Kafka's message, nothing changed) while any
+  reassignment is in progress in the cluster, unless ``--additional`` is given, as Kafka's tool;
 - ``--verify --reassignment-json-file F``: ``Reassignment of partition t-0 is completed.`` or
   ``... is still in progress.``; exit 1 while any is in progress;
 - ``--cancel --reassignment-json-file F``: cancels the ones in progress.
 
-Not yet: ``--throttle`` (pylog does not enforce replication throttles), ``--additional``,
-``log_dirs`` other than ``any``.
+Not yet: ``--throttle`` (pylog does not enforce replication throttles), ``log_dirs`` other than
+``any``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,13 @@ from broker.client.errors import KafkaError
 from broker.client.partition_admin import alter_partition_reassignments, list_partition_reassignments
 from broker.server.replica_assignment import assign_replicas
 
-__all__ = ["add_reassign_parser", "run_reassign", "assignment_json"]
+__all__ = ["add_reassign_parser", "run_reassign", "assignment_json", "CANNOT_EXECUTE_BECAUSE_OF_EXISTING"]
+
+# Kafka 4.1's ReassignPartitionsCommand, word for word (two spaces after the first sentence too).
+CANNOT_EXECUTE_BECAUSE_OF_EXISTING = (
+    "Cannot execute because there is an existing partition assignment.  Use --additional to override this and "
+    "create a new partition assignment in addition to the existing one. The --additional flag can also be used "
+    "to change the throttle by resubmitting the current reassignment.")
 
 
 def add_reassign_parser(subparsers) -> argparse.ArgumentParser:
@@ -42,6 +49,8 @@ def add_reassign_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--topics-to-move-json-file", type=Path, default=None)
     parser.add_argument("--broker-list", default=None, help="with --generate: 1,2,3")
     parser.add_argument("--reassignment-json-file", type=Path, default=None)
+    parser.add_argument("--additional", action="store_true",
+                        help="with --execute: start it although other reassignments are in progress")
     return parser
 
 
@@ -71,6 +80,9 @@ def run_reassign(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return _generate(admin, args, out)
         wanted = _read_reassignment(args.reassignment_json_file)
         if args.execute:
+            if not args.additional and list_partition_reassignments(admin):
+                print(CANNOT_EXECUTE_BECAUSE_OF_EXISTING, file=out)  # Kafka prints it on stdout, exit 1
+                return 1
             current = _current(admin, sorted({t for t, _ in wanted}))
             print(f"Current partition replica assignment\n\n{assignment_json({tp: current[tp] for tp in wanted if tp in current})}\n\n"
                   "Save this to use as the --reassignment-json-file option during rollback", file=out)

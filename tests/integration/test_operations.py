@@ -43,7 +43,7 @@ from broker.client.partition_admin import alter_partition_reassignments, list_pa
 from broker.tools.delete_records import run_delete_records
 from broker.tools.leader_election import add_leader_election_parser, run_leader_election
 from broker.tools.log_dirs import run_log_dirs
-from broker.tools.reassign import add_reassign_parser, run_reassign
+from broker.tools.reassign import CANNOT_EXECUTE_BECAUSE_OF_EXISTING, add_reassign_parser, assignment_json, run_reassign
 from broker.tools.topics import add_topics_parser, run_topics
 from conftest import ClusterFactory
 
@@ -466,11 +466,22 @@ def test_reassignment_moves_a_partition_under_load(cluster, admin):
     assert sorted(seen) == sorted(acked), "an acknowledged record was lost"
 
 
-def test_a_reassignment_to_a_broker_that_dies_can_be_cancelled(cluster, admin):
+def _reassign(cluster, *args: str) -> tuple[int, str]:
+    """``pylog reassign ARGS``: (exit code, stdout)."""
+    out = io.StringIO()
+    parser = argparse.ArgumentParser()
+    add_reassign_parser(parser.add_subparsers(dest="command"))
+    code = run_reassign(parser.parse_args(["reassign", "--bootstrap-server", cluster.bootstrap, *args]),
+                        out, io.StringIO())
+    return code, out.getvalue()
+
+
+def test_a_reassignment_to_a_broker_that_dies_can_be_cancelled(cluster, admin, tmp_path):
     """The adding replica's broker (not the controller) stops (SIGSTOP) right after the
     reassignment starts: it never joins the ISR, the reassignment stays in progress, a cancel puts
     the original replicas back; the broker, resumed, drops its copy. Under acks=all load, nothing
-    acknowledged is lost."""
+    acknowledged is lost. While it is in progress, ``pylog reassign --execute`` without
+    ``--additional`` is refused with kafka-reassign-partitions' message."""
     load = _Load(cluster.bootstrap, MOVED, first=10**6)
     controller = admin.list_topics(timeout=5).controller_id
     victim_id = next(b for b in (1, 2, 3) if b != controller and b not in _leaders(admin, MOVED)[0][1])if any(
@@ -494,6 +505,11 @@ def test_a_reassignment_to_a_broker_that_dies_can_be_cancelled(cluster, admin):
             ongoing = list_partition_reassignments(pylog_admin)
             expected = list(dict.fromkeys([*target, *original]))
             assert ongoing == {(MOVED, 0): (expected, [victim_id], [r for r in original if r not in target])}, ongoing
+            # kafka-reassign-partitions refuses a new --execute while one is in progress (no --additional)
+            (tmp_path / "again.json").write_text(assignment_json({(MOVED, 0): original}))
+            assert _reassign(cluster, "--execute", "--reassignment-json-file", str(tmp_path / "again.json")) == (
+                1, CANNOT_EXECUTE_BECAUSE_OF_EXISTING + "\n")
+            assert list_partition_reassignments(pylog_admin) == ongoing
             _wait(lambda: len(admin.list_topics(timeout=5).brokers) == 2, "the stopped broker's session to end")
             assert list_partition_reassignments(pylog_admin) == ongoing  # it cannot complete
             assert alter_partition_reassignments(pylog_admin, {(MOVED, 0): None}) == {(MOVED, 0): (0, None)}
@@ -514,12 +530,7 @@ def test_pylog_reassign_generate_execute_verify(cluster, admin, tmp_path):
     """kafka-reassign-partitions' three steps with its JSON: a proposal over brokers 1,3, the
     move, and --verify until it says completed."""
     def reassign(*args: str) -> tuple[int, str]:
-        out = io.StringIO()
-        parser = argparse.ArgumentParser()
-        add_reassign_parser(parser.add_subparsers(dest="command"))
-        code = run_reassign(parser.parse_args(["reassign", "--bootstrap-server", cluster.bootstrap, *args]),
-                            out, io.StringIO())
-        return code, out.getvalue()
+        return _reassign(cluster, *args)
 
     _wait(lambda: len(admin.list_topics(timeout=10).brokers) == 3, "all 3 brokers registered")
     (tmp_path / "topics.json").write_text(json.dumps({"topics": [{"topic": MOVED}], "version": 1}))
@@ -534,3 +545,51 @@ def test_pylog_reassign_generate_execute_verify(cluster, admin, tmp_path):
     _wait(lambda: reassign("--verify", "--reassignment-json-file", str(tmp_path / "plan.json")) == (
         0, f"Status of partition reassignment:\nReassignment of partition {MOVED}-0 is completed.\n"),
         "--verify to say completed")
+
+
+RESUMED = "resumed"
+BULK_BYTES = 16 << 20  # enough that the new replica's copy takes longer than killing the controller
+
+
+def _dir_bytes(path) -> int:
+    return sum(f.stat().st_size for f in path.glob("*.log")) if path.exists() else 0
+
+
+def test_controller_killed_mid_reassignment_the_next_one_finishes_it(cluster, admin):
+    """SIGKILL the controller right after it started moving a partition (16 MiB, the new replica
+    still copying): the next controller resumes the move from ``/admin/reassign_partitions`` in
+    ZooKeeper (``resume_reassignments``); the new replica joins the ISR, becomes the only replica
+    and the leader. Under acks=all load, nothing acknowledged is lost or duplicated."""
+    _wait(lambda: len(admin.list_topics(timeout=10).brokers) == 3, "all 3 brokers registered")
+    controller = admin.list_topics(timeout=5).controller_id
+    source, target = [b for b in (1, 2, 3) if b != controller]
+    admin.create_topics([NewTopic(RESUMED, 1, replica_assignment=[[source]])])[RESUMED].result(DEADLINE_S)
+    _wait(lambda: _leaders(admin, RESUMED)[0][0] == source, "a leader")
+    bulk = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 20})
+    for _ in range(BULK_BYTES // (100 << 10)):
+        bulk.produce(RESUMED, b"x" * (100 << 10), partition=0)
+        bulk.poll(0)
+    assert bulk.flush(DEADLINE_S) == 0
+    load = _Load(cluster.bootstrap, RESUMED)
+    killed = cluster.broker(controller)
+    try:
+        _wait(lambda: len(load.acked) > 100, "the load to get going")
+        with PylogAdmin(cluster.broker(source).bootstrap) as pylog_admin:
+            assert alter_partition_reassignments(pylog_admin, {(RESUMED, 0): [target]}) == {(RESUMED, 0): (0, None)}
+        killed.kill(signal.SIGKILL)
+        copied, whole = (_dir_bytes(cluster.broker(b).data_dir / f"{RESUMED}-0") for b in (target, source))
+        assert copied < whole and whole >= BULK_BYTES * 0.99, f"the copy was done before the kill ({copied} of {whole} bytes)"
+        _wait(lambda: admin.list_topics(timeout=5).controller_id in (source, target), "a new controller")
+        _wait(lambda: _leaders(admin, RESUMED)[0] == (target, [target], [target]),
+              "the new controller to finish the move", deadline_s=2 * DEADLINE_S)
+        with PylogAdmin(cluster.broker(target).bootstrap) as pylog_admin:
+            assert list_partition_reassignments(pylog_admin) == {}
+        _wait(lambda: not (cluster.broker(source).data_dir / f"{RESUMED}-0").exists(), "the old replica deleted")
+    finally:
+        if not killed.is_running():
+            killed.start()
+        acked = load.stop()
+    assert load.failed == 0
+    seen = _consume_all(cluster.bootstrap, len(acked), RESUMED)
+    assert len(seen) == len(set(seen)), "a record was duplicated"
+    assert sorted(seen) == sorted(acked), "an acknowledged record was lost"
