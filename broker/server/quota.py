@@ -87,7 +87,8 @@ class Rate:
 
     def record(self, value: float, now_ms: float) -> None:
         index = self._current
-        if now_ms >= self._starts[index] + self._window_ms:
+        start = self._starts[index]
+        if start is None or now_ms >= start + self._window_ms:  # None: purged after an idle spell
             index = self._current = (index + 1) % self._samples
             self._starts[index], self._values[index] = now_ms, 0.0
         self._values[index] += value
