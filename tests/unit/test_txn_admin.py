@@ -7,6 +7,7 @@ from txn_helpers import TID, Driver
 
 from broker.coordinator.txn.core import TxnSettings
 from broker.coordinator.txn.state import TxnState
+from broker.wire import ErrorCode
 
 FENCED, CONCURRENT, NOT_FOUND = 90, 51, 105
 
@@ -77,7 +78,12 @@ def test_timed_out_transaction_is_aborted_and_its_producer_fenced():
     meta = d.state()
     assert meta.state is TxnState.CompleteAbort and meta.producer_epoch == epoch + 1
     assert [(m.producer_epoch, m.committed) for m in d.markers_sent] == [(epoch + 1, False)]
-    assert d.answer(d.end(pid, epoch, True)).error_code == FENCED
+    # the abort is a transaction version 2 decision at the fenced epoch (Kafka 4.1): the timed-out
+    # producer's commit reads as the other decision's retry, its abort as a retry of it
+    assert d.answer(d.end(pid, epoch, True, version=5)).error_code == ErrorCode.INVALID_TXN_STATE
+    assert d.answer(d.end(pid, epoch, False, version=5)).error_code == 0
+    assert d.answer(d.add(pid, epoch, [("t", 2)])).results_by_topic_v3_and_below[0] \
+        .results_by_partition[0].partition_error_code == FENCED
     assert d.ready() == (pid, epoch + 2)
 
 

@@ -241,3 +241,61 @@ def test_marker_ids_name_the_jobs_of_a_partition_until_unloaded():
     assert d.core.marker_ids(0) == list(d.markers) and d.core.marker_ids(1) == []
     d.core.unload_partition(0)
     assert d.core.marker_ids(0) == []
+
+
+def test_end_txn_v5_at_the_exhausted_epoch_rotates_the_producer_id():
+    """Transaction version 2 (Kafka's prepareAbortOrCommit/prepareComplete): the decision at epoch
+    Short.MAX-1 gets a new producer id first; the markers carry the old id at Short.MAX, the
+    answer and the Complete* record the new id at epoch 0; a retry of that EndTxn (old id, old
+    epoch) answers NONE with the new id, a stale one of the old id is refused; reload keeps it."""
+    d = Driver()
+    pid, _ = d.ready()
+    d.state().producer_epoch = 32_766
+    _open_at = d.answer(d.add(pid, 32_766, [("t", 0)]))
+    assert set(_codes_v3(_open_at).values()) == {0}
+    r = d.answer(d.end(pid, 32_766, True, version=5))
+    new_pid = d.next_pid - 1
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (0, new_pid, 0) and new_pid != pid
+    assert [(m.producer_id, m.producer_epoch, m.committed) for m in d.markers_sent] == [(pid, 32_767, True)]
+    meta = d.state()
+    assert (meta.state, meta.producer_id, meta.producer_epoch, meta.previous_producer_id) == \
+        (TxnState.CompleteCommit, new_pid, 0, pid)
+    retry = d.answer(d.end(pid, 32_766, True, version=5))
+    assert (retry.error_code, retry.producer_id, retry.producer_epoch) == (0, new_pid, 0)
+    assert d.answer(d.end(pid, 32_765, True, version=5)).error_code == BAD_MAPPING
+    d.load(0, epoch=2)
+    assert (d.state().producer_id, d.state().producer_epoch, d.state().previous_producer_id) == (new_pid, 0, pid)
+    assert set(_codes_v3(d.answer(d.add(new_pid, 0, [("t", 1)]))).values()) == {0}
+
+
+def test_end_txn_v5_rotation_waits_for_the_producer_id():
+    """No producer id yet: nothing is written, the EndTxn waits; an allocation failure answers
+    COORDINATOR_NOT_AVAILABLE (retried by clients) and leaves the transaction open."""
+    d = Driver(auto=False)
+    d.auto = True
+    pid, _ = d.ready()
+    d.state().producer_epoch = 32_766
+    d.answer(d.add(pid, 32_766, [("t", 0)]))
+    d.auto = False
+    token = d.end(pid, 32_766, False, version=5)
+    assert token not in d.replies and not d.appends and len(d.allocs) == 1
+    d.allocate(d.allocs[0], pid=-1)
+    assert d.answer(token).error_code == 15 and d.state().state is TxnState.Ongoing
+
+
+def test_implicit_add_of_transaction_version_2():
+    """A partition leader's AddPartitionsToTxn v4+ that is not verify-only (Produce v12 /
+    TxnOffsetCommit v5) starts the transaction after a version 2 EndTxn, at the bumped epoch;
+    the ended epoch is fenced."""
+    d = Driver()
+    pid, epoch = _open(d)
+    r = d.answer(d.end(pid, epoch, True, version=5))
+    assert r.producer_epoch == epoch + 1
+    resp = d.answer(d.add_v4([(TID, pid, epoch + 1, False, [("t", 2)]),]))
+    codes = {p.partition_index: p.partition_error_code
+             for t in resp.results_by_transaction[0].topic_results for p in t.results_by_partition}
+    assert codes == {2: 0}
+    meta = d.state()
+    assert (meta.state, meta.partitions, meta.client_transaction_version) == (TxnState.Ongoing, {("t", 2)}, 2)
+    stale = d.answer(d.add_v4([(TID, pid, epoch, False, [("t", 3)])]))
+    assert stale.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code == FENCED

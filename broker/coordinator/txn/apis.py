@@ -127,8 +127,11 @@ def _end_txn(core, token, api_version: int, request, now_ms: int) -> list:
 
     def reply(code, _now=None):
         if code == rsp.NONE:  # v5+ carries the producer id and epoch to go on with
+            pid, epoch = meta.producer_id, meta.producer_epoch
+            if meta.next_producer_id >= 0:  # a rotation: the new id once the markers are written
+                pid, epoch = meta.next_producer_id, 0
             return [Reply(token, rsp.error_only(rsp.END_TXN, api_version, code,
-                                                producer_id=meta.producer_id, producer_epoch=meta.producer_epoch))]
+                                                producer_id=pid, producer_epoch=epoch))]
         return [Reply(token, rsp.error_only(rsp.END_TXN, api_version, code))]
 
     tid = request.transactional_id
@@ -145,24 +148,35 @@ def _end_txn(core, token, api_version: int, request, now_ms: int) -> list:
 
 
 def end_transaction(core, shard, meta: TxnMetadata, producer_id: int, producer_epoch: int,
-                    commit: bool, from_client: bool, now_ms: int, done, bump_epoch: bool = False) -> list:
+                    commit: bool, from_client: bool, now_ms: int, done, bump_epoch: bool = False,
+                    next_producer_id: int | None = None) -> list:
     """Kafka's endTransaction: Ongoing -> Prepare* written, answered, then markers; a retry of
     a finished decision answers NONE, the opposite one INVALID_TXN_STATE. ``bump_epoch``: an
-    EndTxn v5+ (transaction version 2, ``TxnMetadata.prepare_end``). Not from a client: the
-    fence of a timed-out or re-initialized producer (already bumped)."""
-    if meta.producer_id != producer_id:
+    EndTxn v5+ (transaction version 2, ``TxnMetadata.prepare_end``); at an exhausted epoch it
+    first gets a new producer id (``next_producer_id``, the request re-run when it arrives) that
+    the transaction rotates to once its markers are written. Not from a client: the fence of a
+    timed-out or re-initialized producer (already bumped)."""
+    retry_on_overflow = from_client and meta.end_retry_on_overflow(producer_id, producer_epoch)
+    if meta.producer_id != producer_id and not retry_on_overflow:
         return done(rsp.INVALID_PRODUCER_ID_MAPPING, now_ms)
-    if not meta.end_epoch_valid(producer_epoch, from_client):
+    if not retry_on_overflow and not meta.end_epoch_valid(producer_epoch, from_client):
         return done(rsp.PRODUCER_FENCED, now_ms)
     fencing = meta.pending is S.PrepareEpochFence
     if meta.pending is not None and not fencing:
         return done(rsp.CONCURRENT_TRANSACTIONS, now_ms)
     state = meta.state
     if state is S.Ongoing:
-        # At the last epoch before exhaustion a bump is not possible (Kafka then rotates the
-        # producer id, which pylog does not yet): that decision is taken at transaction version 0.
-        bump = bump_epoch and from_client and not fencing and not is_epoch_exhausted(meta.producer_epoch + 1)
-        transit = meta.prepare_end(commit, now_ms, bump_epoch=bump)
+        bump = bump_epoch and from_client and not fencing
+        rotate = bump and is_epoch_exhausted(meta.producer_epoch)
+        if rotate and next_producer_id is None:
+            def resume(new_id, now):
+                if shard.txns.get(meta.transactional_id) is not meta:
+                    return done(rsp.INVALID_PRODUCER_ID_MAPPING, now)
+                return end_transaction(core, shard, meta, producer_id, producer_epoch, commit, from_client,
+                                       now, done, bump_epoch, next_producer_id=new_id)
+            return [core.allocate_then(shard, resume, done)]
+        transit = meta.prepare_end(commit, now_ms, bump_epoch=bump,
+                                   next_producer_id=next_producer_id if rotate else NO_PRODUCER_ID)
 
         def written(code, now):
             if code != 0:
@@ -182,8 +196,10 @@ def end_transaction(core, shard, meta: TxnMetadata, producer_id: int, producer_e
 
 # -- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------------------------
 def add_partitions(core, tid: str, producer_id: int, producer_epoch: int, partitions, now_ms: int,
-                   done) -> list:
-    """Kafka's handleAddPartitionsToTransaction; ``done(code, now)`` answers."""
+                   done, client_transaction_version: int | None = None) -> list:
+    """Kafka's handleAddPartitionsToTransaction; ``done(code, now)`` answers.
+    ``client_transaction_version`` 2: the implicit add of transaction version 2 (a partition
+    leader's AddPartitionsToTxn v4+ that is not verify-only), recorded on the transaction."""
     if not tid:
         return done(rsp.INVALID_REQUEST, now_ms)
     shard, code = core.route(tid)
@@ -199,7 +215,8 @@ def add_partitions(core, tid: str, producer_id: int, producer_epoch: int, partit
     partitions = set(partitions)
     if meta.state is S.Ongoing and partitions <= meta.partitions:
         return done(rsp.NONE, now_ms)
-    return [core.write(shard, meta, meta.prepare_add_partitions(partitions, now_ms), done)]
+    return [core.write(shard, meta, meta.prepare_add_partitions(partitions, now_ms, client_transaction_version),
+                       done)]
 
 
 def _topic_partitions(topics) -> list:
@@ -237,7 +254,7 @@ def _add_partitions_v4(core, token, request, now_ms: int) -> list:
             return finish() if started else []
         started = False
         out += add_partitions(core, txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                              partitions, now_ms, done)
+                              partitions, now_ms, done, client_transaction_version=2)
     started = True
     return out + finish()
 

@@ -101,12 +101,15 @@ class _Write:
 
 @dataclass
 class _Parked:
-    """An InitProducerId waiting for ``producer_id_allocated``."""
+    """An InitProducerId waiting for ``producer_id_allocated`` (or, with ``resume``, another
+    request: an EndTxn whose decision rotates the producer id)."""
 
     shard: Shard
     token: object
     api_version: int
     request: object
+    resume: Callable | None = None   # (producer id, now_ms) -> effects
+    abandon: Done | None = None      # (error code, now_ms) -> effects
 
 
 @dataclass
@@ -181,6 +184,13 @@ class TxnCoordinatorCore:
         self._parked[request_id] = _Parked(shard, token, api_version, request)
         return AllocateProducerId(request_id)
 
+    def allocate_then(self, shard: Shard, resume: Callable, abandon: Done) -> AllocateProducerId:
+        """Get a producer id, then ``resume(producer_id, now_ms)``; ``abandon(code, now_ms)``
+        if there is none (COORDINATOR_NOT_AVAILABLE) or the partition is unloaded first."""
+        request_id = next(self._ids)
+        self._parked[request_id] = _Parked(shard, None, 0, None, resume, abandon)
+        return AllocateProducerId(request_id)
+
     def send_markers(self, shard: Shard, meta: TxnMetadata, now_ms: int) -> list[Effect]:
         """The Prepare* is written: write the markers, then Complete* (pending meanwhile)."""
         transit = meta.prepare_complete(now_ms)
@@ -239,6 +249,10 @@ class TxnCoordinatorCore:
         parked = self._parked.pop(request_id, None)
         if parked is None:
             return out  # answered NOT_COORDINATOR at unload
+        if parked.resume is not None:
+            if producer_id < 0:
+                return out + parked.abandon(rsp.COORDINATOR_NOT_AVAILABLE, now_ms)
+            return out + parked.resume(producer_id, now_ms)
         if producer_id < 0:
             return out + [Reply(parked.token, rsp.init_producer_id(
                 parked.api_version, rsp.COORDINATOR_NOT_AVAILABLE))]
@@ -290,7 +304,10 @@ class TxnCoordinatorCore:
             out += self._writes.pop(write_id).done(rsp.NOT_COORDINATOR, 0)
         for request_id in [i for i, p in self._parked.items() if p.shard is shard]:
             p = self._parked.pop(request_id)
-            out.append(Reply(p.token, rsp.init_producer_id(p.api_version, rsp.NOT_COORDINATOR)))
+            if p.resume is not None:
+                out += p.abandon(rsp.NOT_COORDINATOR, 0)
+            else:
+                out.append(Reply(p.token, rsp.init_producer_id(p.api_version, rsp.NOT_COORDINATOR)))
         for marker_id in [i for i, m in self._markers.items() if m.shard is shard]:
             del self._markers[marker_id]
         for write_id in [i for i, (s, _) in self._tombstones.items() if s is shard]:

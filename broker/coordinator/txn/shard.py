@@ -25,6 +25,8 @@ def transit_value(transit) -> bytes | None:
         return None
     return records.encode_value(records.TransactionLogValue(
         producer_id=transit.producer_id,
+        previous_producer_id=transit.previous_producer_id,
+        next_producer_id=transit.next_producer_id,
         producer_epoch=transit.producer_epoch,
         transaction_timeout_ms=transit.timeout_ms,
         transaction_status=int(transit.state),
@@ -60,7 +62,8 @@ def replay(partition: int, coordinator_epoch: int, entries) -> Shard:
         shard.txns[tid] = TxnMetadata(
             transactional_id=tid, producer_id=v.producer_id, producer_epoch=v.producer_epoch,
             timeout_ms=v.transaction_timeout_ms, state=state,
-            previous_producer_id=v.previous_producer_id, partitions=partitions,
+            previous_producer_id=v.previous_producer_id, next_producer_id=v.next_producer_id,
+            partitions=partitions,
             start_ms=v.transaction_start_timestamp_ms,
             last_update_ms=v.transaction_last_update_timestamp_ms,
             client_transaction_version=v.client_transaction_version)

@@ -84,6 +84,9 @@ class Transit:
     # 2: the transition of an EndTxn v5+ (transaction version 2, KIP-890 part 2), which bumped
     # the epoch; retries of it are then recognized by the epoch one lower (``end_epoch_valid``).
     client_transaction_version: int = 0
+    # the producer id a transaction version 2 decision at an exhausted epoch rotates to: its
+    # markers carry the old id at the last epoch, Complete* hands out this one at epoch 0
+    next_producer_id: int = NO_PRODUCER_ID
 
 
 @dataclass
@@ -101,12 +104,13 @@ class TxnMetadata:
     pending: TxnState | None = None
     has_failed_epoch_fence: bool = False
     client_transaction_version: int = 0
+    next_producer_id: int = NO_PRODUCER_ID
 
     def current(self) -> Transit:
         return Transit(self.producer_id, self.previous_producer_id, self.producer_epoch,
                        self.last_producer_epoch, self.timeout_ms, self.state,
                        frozenset(self.partitions), self.start_ms, self.last_update_ms,
-                       self.client_transaction_version)
+                       self.client_transaction_version, self.next_producer_id)
 
     def _prepare(self, **changes) -> Transit:
         transit = replace(self.current(), **changes)
@@ -128,10 +132,13 @@ class TxnMetadata:
                              timeout_ms=timeout_ms, state=S.Empty, partitions=frozenset(), start_ms=-1,
                              last_update_ms=now_ms)
 
-    def prepare_add_partitions(self, added, now_ms: int) -> Transit:
+    def prepare_add_partitions(self, added, now_ms: int, client_transaction_version: int | None = None) -> Transit:
+        """``client_transaction_version``: 2 for an add of transaction version 2 (a partition
+        leader's implicit add for a Produce v12 / TxnOffsetCommit v5), as Kafka records it."""
         start = now_ms if self.state in (S.Empty, S.CompleteCommit, S.CompleteAbort) else self.start_ms
+        tv = self.client_transaction_version if client_transaction_version is None else client_transaction_version
         return self._prepare(state=S.Ongoing, partitions=frozenset(self.partitions) | frozenset(added),
-                             start_ms=start, last_update_ms=now_ms)
+                             start_ms=start, last_update_ms=now_ms, client_transaction_version=tv)
 
     def fence_now(self) -> None:
         """Ongoing -> PrepareEpochFence: bump the epoch in memory now (see the module docstring)."""
@@ -142,20 +149,37 @@ class TxnMetadata:
         self.last_producer_epoch = NO_PRODUCER_EPOCH
         self.pending = S.PrepareEpochFence
 
-    def prepare_end(self, commit: bool, now_ms: int, bump_epoch: bool = False) -> Transit:
+    def prepare_end(self, commit: bool, now_ms: int, bump_epoch: bool = False,
+                    next_producer_id: int = NO_PRODUCER_ID) -> Transit:
         """Ongoing -> Prepare*. ``bump_epoch`` (an EndTxn v5+, transaction version 2): the
         decision is written at the next epoch, which its markers carry and the answer hands to
         the producer, so any request of the ended transaction that arrives late (an EndTxn, a
         Produce) is fenced instead of acting on the next transaction (Kafka's
-        ``prepareAbortOrCommit``). A fence (``PrepareEpochFence``) has bumped already."""
+        ``prepareAbortOrCommit``). At an exhausted epoch that bump is the last one (Short.MAX):
+        ``next_producer_id`` is the new id that Complete* rotates to.
+        A fence (``PrepareEpochFence``) has bumped already; it is written as a version 2
+        decision too (the broker's transaction version, as Kafka 4.x does), at the fenced epoch:
+        a late EndTxn of the fenced producer then reads as a retry of that abort (NONE for an
+        abort, INVALID_TXN_STATE for a commit, Kafka 4.1's answers)."""
         state = S.PrepareCommit if commit else S.PrepareAbort
         if self.pending is S.PrepareEpochFence:
             self.pending = None  # the fence continues as this abort (from Ongoing)
-            return self._prepare(state=state, last_update_ms=now_ms, client_transaction_version=0)
+            return self._prepare(state=state, last_update_ms=now_ms, client_transaction_version=2,
+                                 next_producer_id=NO_PRODUCER_ID)
         if bump_epoch:
             return self._prepare(state=state, last_update_ms=now_ms, producer_epoch=self.producer_epoch + 1,
-                                 last_producer_epoch=self.producer_epoch, client_transaction_version=2)
-        return self._prepare(state=state, last_update_ms=now_ms, client_transaction_version=0)
+                                 last_producer_epoch=self.producer_epoch, client_transaction_version=2,
+                                 next_producer_id=next_producer_id)
+        return self._prepare(state=state, last_update_ms=now_ms, client_transaction_version=0,
+                             next_producer_id=NO_PRODUCER_ID)
+
+    def end_retry_on_overflow(self, producer_id: int, producer_epoch: int) -> bool:
+        """A retry of the EndTxn whose decision rotated the producer id (Kafka's retryOnOverflow):
+        the old id at the exhausted epoch, the new one stored at epoch 0."""
+        return (self.client_transaction_version >= 2 and self.pending is not S.PrepareEpochFence
+                and self.state in (S.CompleteCommit, S.CompleteAbort)
+                and producer_id == self.previous_producer_id and producer_id != self.producer_id
+                and producer_epoch == EPOCH_EXHAUSTED and self.producer_epoch == 0)
 
     def end_epoch_valid(self, producer_epoch: int, from_client: bool) -> bool:
         """May an EndTxn at ``producer_epoch`` act on this state (else PRODUCER_FENCED)?
@@ -173,7 +197,14 @@ class TxnMetadata:
                 and producer_epoch >= self.producer_epoch)
 
     def prepare_complete(self, now_ms: int) -> Transit:
+        """Prepare* -> Complete*; after a decision that rotated the producer id (Kafka's
+        ``prepareComplete``) the new id at epoch 0 takes over, the old one is remembered."""
         done = S.CompleteCommit if self.state is S.PrepareCommit else S.CompleteAbort
+        if self.client_transaction_version >= 2 and self.next_producer_id != NO_PRODUCER_ID:
+            return self._prepare(state=done, partitions=frozenset(), last_update_ms=now_ms,
+                                 producer_id=self.next_producer_id, previous_producer_id=self.producer_id,
+                                 producer_epoch=0, last_producer_epoch=self.producer_epoch,
+                                 next_producer_id=NO_PRODUCER_ID)
         return self._prepare(state=done, partitions=frozenset(), last_update_ms=now_ms)
 
     def prepare_dead(self) -> Transit:
@@ -192,6 +223,7 @@ class TxnMetadata:
         self.start_ms = transit.start_ms
         self.last_update_ms = transit.last_update_ms
         self.client_transaction_version = transit.client_transaction_version
+        self.next_producer_id = transit.next_producer_id
         self.pending = None
         if transit.state in (S.CompleteCommit, S.CompleteAbort):
             self.has_failed_epoch_fence = False
