@@ -33,7 +33,7 @@ __all__ = ["DEFAULT", "QUOTA_KEYS", "PRODUCE", "FETCH", "QuotaSettings", "Rate",
 DEFAULT = "<default>"  # Kafka's ZooKeeper name of the default user / client id
 PRODUCE = "producer_byte_rate"
 FETCH = "consumer_byte_rate"
-REQUEST = "request_percentage"  # accepted and stored; not enforced (see README)
+REQUEST = "request_percentage"  # percent of the broker's handler time (quota_gate.py)
 QUOTA_KEYS = (PRODUCE, FETCH, REQUEST)
 
 

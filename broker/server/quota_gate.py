@@ -7,6 +7,17 @@ empty and its bytes taken back, as Kafka does, so the consumer gets the data aft
 A fetch asks for at most what the quota allows in one window (Kafka's
 ``getMaxValueInQuotaWindow``), or it could be throttled forever.
 
+``request_percentage`` (Kafka's request quota, KIP-124) counts the time a request's handler runs
+on the broker, for every API but the inter-broker ones Kafka exempts (LeaderAndIsr, StopReplica,
+UpdateMetadata, ControlledShutdown, WriteTxnMarkers, a follower's Fetch). Kafka measures the
+time a request spends on its request-handler and network threads, in percent of one thread; pylog
+serves every request on one event loop, so the measure is the time the handler's coroutine runs
+on the loop (``_Timed``: each step between two awaits; waiting in a purgatory or for a lock does
+not count), in percent of the loop: ``request_percentage=50`` lets a user or client id have half
+of the broker's handler time per quota window. Over it the throttle is Kafka's
+``(rate - quota) / quota * window``, bounded by one ``quota.window.size.seconds`` as Kafka bounds
+request throttles; a produce or fetch over both quotas is throttled by the larger.
+
 Kafka reads one request of a connection at a time, so a request read while the connection is
 throttled waits for the throttle. pylog reads up to ``max.inflight.requests.per.connection``
 ahead, so the quota-bound requests of a connection pass a FIFO lock and wait out the throttle
@@ -18,24 +29,30 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Awaitable, Callable
 
 from broker.server.network import connection_state, principal, throttle_connection, throttle_remaining_s
-from broker.server.quota import FETCH, PRODUCE, ClientQuotas, sanitize_cached
+from broker.server.quota import FETCH, PRODUCE, REQUEST, ClientQuotas, sanitize_cached
 from broker.wire import ApiKey, encode_response_chunks
 
 __all__ = ["QuotaGate", "gate_for"]
 
 _KEYS = {ApiKey.PRODUCE: PRODUCE, ApiKey.FETCH: FETCH}
 _LOCK_KEY = "quota_lock"
+# Kafka answers these with sendResponseExemptThrottle: the cluster's own traffic is never throttled
+_EXEMPT = frozenset((ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
+                     ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS))
+_PERCENT_PER_SECOND = 100.0  # one second of loop time is 100 percent-seconds (Kafka's NanosToPercentagePerSecond)
 
 
 @dataclass(slots=True)
 class QuotaGate:
     quotas: ClientQuotas
-    key: str
+    key: str | None  # the byte-rate quota (PRODUCE or FETCH) that resolves, or None
     user: str
     client: str
+    timed: bool  # a request_percentage quota resolves
 
     async def serve(self, now_ms: Callable[[], int], header, request, frame_bytes: int,
                     answer: Callable[[], Awaitable]) -> list | None:
@@ -49,8 +66,12 @@ class QuotaGate:
                 await asyncio.sleep(delay_s)
             if self.key == FETCH:
                 self._cap_fetch(request)
-            response = await answer()
-            return self._account(now_ms(), header, response, frame_bytes)
+            if not self.timed:
+                response = await answer()
+                return self._account(now_ms(), header, response, frame_bytes, 0.0)
+            timed = _Timed(answer())
+            response = await timed
+            return self._account(now_ms(), header, response, frame_bytes, timed.seconds)
 
     def _cap_fetch(self, request) -> None:
         allowed = self.quotas.window_bytes(FETCH, self.user, self.client)
@@ -58,37 +79,75 @@ class QuotaGate:
             request.max_bytes = allowed
             request.min_bytes = min(request.min_bytes, allowed)
 
-    def _account(self, now: int, header, response, frame_bytes: int) -> list | None:
+    def _account(self, now: int, header, response, frame_bytes: int, handler_s: float) -> list | None:
         quotas, key, user, client = self.quotas, self.key, self.user, self.client
+        throttle_ms = self._request_throttle_ms(now, handler_s) if self.timed else 0
         chunks = None
-        if key == FETCH:
+        if header.api_key == ApiKey.FETCH and response is not None:
             chunks = encode_response_chunks(header.api_key, header.api_version, header.correlation_id, response)
             size = sum(len(chunk) for chunk in chunks)
-            throttle_ms = quotas.record(key, user, client, size, now)
-            if throttle_ms > 0:
-                quotas.unrecord(key, user, client, size, now)
+            fetch_ms = quotas.record(key, user, client, size, now) if key == FETCH else 0
+            if max(fetch_ms, throttle_ms) > 0:  # Kafka: throttled by either quota, sent empty
+                if key == FETCH:
+                    quotas.unrecord(key, user, client, size, now)
                 response.responses = []
                 chunks = None
-        else:
-            throttle_ms = quotas.record(key, user, client, frame_bytes, now)
+            throttle_ms = max(throttle_ms, fetch_ms)
+        elif key == PRODUCE:
+            throttle_ms = max(throttle_ms, quotas.record(key, user, client, frame_bytes, now))
         if throttle_ms > 0:
             throttle_connection(throttle_ms)
-            if response is not None:
+            if response is not None and hasattr(response, "throttle_time_ms"):
                 response.throttle_time_ms = throttle_ms
         if response is None:
             return None
         return chunks or encode_response_chunks(header.api_key, header.api_version, header.correlation_id, response)
 
+    def _request_throttle_ms(self, now: int, handler_s: float) -> int:
+        """Kafka's ``ClientRequestQuotaManager``: the handler time in percent-seconds against
+        ``request_percentage``; the throttle bounded by one quota window."""
+        throttle_ms = self.quotas.record(REQUEST, self.user, self.client, handler_s * _PERCENT_PER_SECOND, now)
+        return min(throttle_ms, self.quotas.settings.window_size_ms)
+
+
+class _Timed:
+    """Await a coroutine and add up the time its steps run on the event loop (between two of
+    its suspensions): the handler time of one request, without the time it waits."""
+
+    __slots__ = ("_coro", "seconds")
+
+    def __init__(self, coro) -> None:
+        self._coro, self.seconds = coro, 0.0
+
+    def __await__(self):
+        coro, send, error = self._coro, None, None
+        while True:
+            started = perf_counter()
+            try:
+                yielded = coro.send(send) if error is None else coro.throw(error)
+            except StopIteration as done:
+                self.seconds += perf_counter() - started
+                return done.value
+            self.seconds += perf_counter() - started
+            try:
+                send, error = (yield yielded), None
+            except BaseException as exc:  # noqa: BLE001 - a cancel goes on into the handler
+                send, error = None, exc
+
 
 def gate_for(quotas: ClientQuotas | None, header, request) -> QuotaGate | None:
-    """The gate of a request a quota applies to; None for every other request (a dict lookup)."""
+    """The gate of a request a quota applies to; None for every other request (dict lookups)."""
     if quotas is None or not quotas.active:
         return None
-    key = _KEYS.get(header.api_key)
-    if key is None or (key == FETCH and request.replica_id >= 0):
+    api_key = header.api_key
+    key = _KEYS.get(api_key)
+    if api_key in _EXEMPT or (key == FETCH and request.replica_id >= 0):
         return None
     user = sanitize_cached(principal().partition(":")[2])
     client = sanitize_cached(header.client_id or "")
-    if quotas.resolve(key, user, client) is None:
+    if key is not None and quotas.resolve(key, user, client) is None:
+        key = None
+    timed = quotas.resolve(REQUEST, user, client) is not None
+    if key is None and not timed:
         return None
-    return QuotaGate(quotas, key, user, client)
+    return QuotaGate(quotas, key, user, client, timed)

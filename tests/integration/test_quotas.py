@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.cluster.zk import KafkaZkClient
 from broker.tools.configs import add_configs_parser, run_configs
-from broker.wire import AlterClientQuotasRequest, ApiKey, DescribeClientQuotasRequest, ErrorCode
+from broker.wire import AlterClientQuotasRequest, ApiKey, DescribeClientQuotasRequest, ErrorCode, MetadataRequest
 from conftest import ClusterFactory
 from raw_socket import Raw
 
@@ -136,6 +136,25 @@ def test_fetch_quota_holds_the_consume_rate(cluster, zk):
     print(f"consume at a 100 KB/s quota: {rate:.0f} B/s, {len(throttles)} throttled responses")
     assert 80 * KB <= rate <= 120 * KB, f"{rate:.0f} B/s against a fetch quota of 100 KB/s"
     assert throttles and max(throttles) > 0, "librdkafka saw no throttle_time_ms"
+
+
+def test_request_percentage_throttles_a_client_that_keeps_the_broker_busy(cluster, zk):
+    """A client id allowed 1 % of the broker's handler time (10 ms per second) asking Metadata
+    flat out: a response soon carries throttle_time_ms (at most one quota window, as Kafka bounds
+    request throttles), and the connection's next request waits it out. Another client id is not
+    throttled."""
+    port = cluster.brokers[0].port
+    zk.change_entity_config("clients", "busy-client", {"request_percentage": "1"})
+    with Raw(port, client_id="busy-client") as raw:
+        deadline = time.monotonic() + DEADLINE_S
+        while (throttle_ms := raw.call(ApiKey.METADATA, 9, MetadataRequest(topics=None)).throttle_time_ms) == 0:
+            assert time.monotonic() < deadline, "never throttled"
+        assert 0 < throttle_ms <= 1000, throttle_ms
+        asked = time.monotonic()
+        raw.call(ApiKey.METADATA, 9, MetadataRequest(topics=None))
+        assert time.monotonic() - asked >= throttle_ms / 1000 * 0.8, "the muted connection answered at once"
+    with Raw(port, client_id="idle-client") as raw:
+        assert raw.call(ApiKey.METADATA, 9, MetadataRequest(topics=None)).throttle_time_ms == 0
 
 
 def _alter(port: int, entity: dict, ops: list[tuple[str, float, bool]], validate_only: bool = False):
