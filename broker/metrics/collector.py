@@ -52,6 +52,22 @@ class SnapshotCollector:
         yield from _cleaner(state["cleaner"])
         yield from _groups(state["groups"])
         yield from _transactions(state["transactions"])
+        yield from _authentication(state.get("authentication", {}))
+
+
+def _authentication(listeners: dict):
+    """Kafka's socket-server-metrics of each SASL listener (``kafka.server:type=socket-server-
+    metrics,listener=<l>``: successful-reauthentication-total and the rest)."""
+    families = {}
+    for listener, counts in listeners.items():
+        for name, value in counts.items():
+            metric = "kafka_server_socket_server_metrics_" + name.replace("-", "_").removesuffix("_total")
+            family = families.get(metric)
+            if family is None:
+                family = families[metric] = CounterMetricFamily(metric, f"SASL {name} of the listener",
+                                                                labels=["listener"])
+            family.add_metric([listener], value)
+    yield from families.values()
 
 
 def _logs(state: dict):

@@ -34,7 +34,8 @@ LAG_ROWS_MAX = 10_000
 def broker_state(broker_id: int, now_ms: int, snapshot, partitions, *, is_controller: bool,
                  default_min_isr: int, end_offsets: Mapping[tuple[str, int], int],
                  cleaner_stats=None, group_core=None, txn_core=None,
-                 isr_changes: Mapping[str, int] | None = None) -> dict:
+                 isr_changes: Mapping[str, int] | None = None,
+                 authentication: Mapping[str, Mapping[str, int]] | None = None) -> dict:
     """The snapshot: see the module docstring. ``partitions``: this broker's ``Partition``
     objects; ``end_offsets``: high watermarks of partitions led elsewhere (for lag)."""
     local = {p.key: p for p in partitions}
@@ -55,6 +56,8 @@ def broker_state(broker_id: int, now_ms: int, snapshot, partitions, *, is_contro
         "cleaner": _cleaner(cleaner_stats),
         "groups": _groups(group_core, ends) if group_core is not None else [],
         "transactions": _transactions(txn_core, now_ms) if txn_core is not None else [],
+        # SASL listeners' authentication counters (copied: the gates go on counting)
+        "authentication": {name: dict(counts) for name, counts in sorted((authentication or {}).items())},
     }
 
 

@@ -19,7 +19,14 @@ Re-authentication (KIP-368, ``connections.max.reauth.ms`` > 0): SaslAuthenticate
 session lifetime; before it ends the client sends SaslHandshake and SaslAuthenticate again on the
 same connection (without a lifetime, a later SaslHandshake reaches its handler: ILLEGAL_SASL_STATE,
 as from Kafka). The mechanism and the principal must stay the same. A request other than a
-re-authentication that arrives after the session expired closes the connection, as Kafka does.
+re-authentication that arrives after the session expired closes the connection, as Kafka does
+(``SocketServer``: "Disconnecting expired channel"; the client connects and authenticates anew).
+The lifetime is per mechanism: ``listener.name.<l>.<mechanism>.connections.max.reauth.ms``
+overrides the broker-wide value, as in Kafka.
+
+``counts`` holds Kafka's socket-server-metrics counters for the listener (successful and failed
+authentications and re-authentications, expired connections killed); the metrics room exports
+them.
 
 Once authenticated, a request costs the gate one dict lookup and one comparison.
 """
@@ -51,6 +58,10 @@ logger = logging.getLogger("pylog.authenticator")
 _API_KEY = struct.Struct(">h")
 _SESSION = "sasl"  # the connection_state() slot
 _NONCE_BYTES = 18
+# Kafka's socket-server-metrics names (kafka.server:type=socket-server-metrics,listener=<l>)
+COUNTERS = ("successful-authentication-total", "failed-authentication-total",
+            "successful-reauthentication-total", "failed-reauthentication-total",
+            "expired-connections-killed-count")
 
 
 class _Session:
@@ -75,9 +86,13 @@ class SaslAuthenticator:
         self._listener = listener
         self._credentials = credentials
         self._now_ms = now_ms
-        self._reauth_ms = reauth_ms
+        self._reauth_ms = reauth_ms  # the broker-wide connections.max.reauth.ms
         self._token_bytes_max = token_bytes_max
         self._plain = PlainServer.from_jaas(listener.jaas.get("PLAIN"))
+        self.counts = dict.fromkeys(COUNTERS, 0)
+
+    def _lifetime_ms(self, mechanism: str | None) -> int:
+        return self._listener.reauth_ms.get(mechanism, self._reauth_ms)
 
     def handle(self, frame: bytes):
         session = connection_state().get(_SESSION)
@@ -86,8 +101,9 @@ class SaslAuthenticator:
                     and _API_KEY.unpack_from(frame)[0] == ApiKey.SASL_HANDSHAKE):
                 return self._sasl(session, frame)  # KIP-368 re-authentication (only with a session lifetime)
             if session.expires_ms is not None and self._now_ms() >= session.expires_ms:
+                self.counts["expired-connections-killed-count"] += 1
                 raise CloseConnection(f"SASL session of User:{session.user} expired "
-                                      f"(connections.max.reauth.ms={self._reauth_ms})")
+                                      f"(connections.max.reauth.ms={self._lifetime_ms(session.mechanism)})")
             return self._dispatcher.handle(frame)
         if session is None:
             session = connection_state()[_SESSION] = _Session()
@@ -100,6 +116,7 @@ class SaslAuthenticator:
         if session.raw and session.phase == "authenticate":
             token, error = await self._step(session, frame)
             if error is not None:
+                self.counts["failed-authentication-total"] += 1
                 raise CloseConnection(f"SASL authentication failed: {error}")
             return bytes(token)
         try:
@@ -125,6 +142,7 @@ class SaslAuthenticator:
             raise AnswerAndClose(self._encode(header, response),
                                  f"unsupported SASL mechanism {mechanism!r} (enabled: {enabled})")
         if session.user is not None and mechanism != session.mechanism:
+            self.counts["failed-reauthentication-total"] += 1
             response = SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=enabled)
             raise AnswerAndClose(self._encode(header, response),
                                  f"re-authentication changed the mechanism from {session.mechanism} to {mechanism}")
@@ -137,12 +155,12 @@ class SaslAuthenticator:
     async def _authenticate(self, session: _Session, header, request):
         token, error = await self._step(session, request.auth_bytes)
         if error is not None:
+            self.counts["failed-reauthentication-total" if session.user is not None
+                        else "failed-authentication-total"] += 1
             response = SaslAuthenticateResponse(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
                                                 error_message=error, auth_bytes=b"", session_lifetime_ms=0)
             raise AnswerAndClose(self._encode(header, response), f"SASL authentication failed: {error}")
-        lifetime = 0
-        if session.phase == "complete" and self._reauth_ms > 0:
-            lifetime = self._reauth_ms
+        lifetime = self._lifetime_ms(session.mechanism) if session.phase == "complete" else 0
         return self._encode(header, SaslAuthenticateResponse(
             error_code=ErrorCode.NONE, error_message=None, auth_bytes=token, session_lifetime_ms=lifetime))
 
@@ -170,8 +188,11 @@ class SaslAuthenticator:
         if session.user is not None and user != session.user:
             return (f"Cannot change principals during re-authentication from User:{session.user} "
                     f"to User:{user}")
+        self.counts["successful-reauthentication-total" if session.user is not None
+                    else "successful-authentication-total"] += 1
         session.user, session.phase = user, "complete"
-        session.expires_ms = self._now_ms() + self._reauth_ms if self._reauth_ms > 0 else None
+        lifetime = self._lifetime_ms(session.mechanism)
+        session.expires_ms = self._now_ms() + lifetime if lifetime > 0 else None
         set_principal(f"User:{user}")
         connection_state()["authenticated"] = True
         return None

@@ -120,6 +120,7 @@ class Broker:
         self.configs: ConfigChangeService | None = None  # dynamic configs (issue 18)
         self.metrics: MetricsService | None = None  # metrics.port != 0 (broker/metrics)
         self.isr_changes = {"shrinks": 0, "expands": 0}
+        self.authenticators: dict[str, SaslAuthenticator] = {}  # SASL listeners' gates (their counts: metrics)
         self.ready = asyncio.Event()
 
     @property
@@ -179,9 +180,9 @@ class Broker:
             spec = security.for_listener(listener.name)
             handler = _Deferred(self)
             if spec.uses_sasl:
-                handler = SaslAuthenticator(handler, spec, _Credentials(self), self._now_ms,
-                                            security.connections_max_reauth_ms,
-                                            security.sasl_server_max_receive_size_bytes)
+                handler = self.authenticators[listener.name] = SaslAuthenticator(
+                    handler, spec, _Credentials(self), self._now_ms, security.connections_max_reauth_ms,
+                    security.sasl_server_max_receive_size_bytes)
             servers[listener.name] = KafkaServer(
                 handler, listener.host, listener.port, limits, listener_name=listener.name,
                 ssl_context=tls.server_context(spec.ssl) if spec.uses_tls else None,
@@ -282,6 +283,7 @@ class Broker:
                         is_controller=self.controller.active, default_min_isr=config.min_insync_replicas,
                         cleaner_stats=self.cleaner.statistics() if config.log_cleaner_enable else None,
                         group_core=self.groups.core, txn_core=self.txn.core, isr_changes=self.isr_changes,
+                        authentication={name: gate.counts for name, gate in self.authenticators.items()},
                         listener=listener)
 
         return MetricsService(config.metrics, sources, self._now_ms, lambda host, port: InterBrokerConnection(

@@ -9,7 +9,7 @@ its TLS files, its SASL mechanisms and users, and how brokers reach each other.
 | ``sasl.mechanism.inter.broker.protocol`` | what a broker uses towards a SASL inter-broker listener |
 | ``listener.name.<l>.<mechanism>.sasl.jaas.config`` | PLAIN's ``user_<name>`` list; the broker's own ``username``/``password`` |
 | ``ssl.keystore.location`` / ``.password``, ``ssl.key.password``, ``ssl.truststore.location``, ``ssl.client.auth`` | PEM files (``broker.security.tls``); each may be prefixed ``listener.name.<l>.`` |
-| ``connections.max.reauth.ms`` | KIP-368: a SASL session lasts this long (0: forever); the client re-authenticates |
+| ``connections.max.reauth.ms`` | KIP-368: a SASL session lasts this long (0: forever); the client re-authenticates; may be prefixed ``listener.name.<l>.<mechanism>.`` as Kafka allows |
 | ``sasl.server.max.receive.size`` | the largest SASL token a client may send before it is authenticated |
 
 Kafka's default for ``sasl.enabled.mechanisms`` is GSSAPI, which pylog does not serve; pylog's is
@@ -45,6 +45,8 @@ class ListenerSecurity:
     ssl: SslSettings | None = None
     mechanisms: tuple[str, ...] = ()
     jaas: Mapping[str, JaasConfig] = field(default_factory=dict)  # mechanism -> its JAAS line
+    # mechanism -> listener.name.<l>.<mechanism>.connections.max.reauth.ms (others: the broker-wide value)
+    reauth_ms: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def uses_tls(self) -> bool:
@@ -79,13 +81,14 @@ def security_from_properties(props: Mapping[str, str], listener_names: list[str]
 
     protocol_map = _protocol_map(get("listener.security.protocol.map"))
     mechanisms = _mechanisms(get("sasl.enabled.mechanisms", ",".join(SERVER_MECHANISMS)))
+    reauth_ms = _int(get, "connections.max.reauth.ms", 0, 0)
     listeners = {}
     for name in listener_names:
         protocol = protocol_map.get(name)
         if protocol is None:
             raise ValueError(f"listener.security.protocol.map: listener {name} has no security protocol "
                              f"(map: {','.join(f'{k}:{v}' for k, v in protocol_map.items())})")
-        listeners[name] = _listener(name, protocol, props, get, mechanisms)
+        listeners[name] = _listener(name, protocol, props, get, mechanisms, reauth_ms)
     inter_name = get("inter.broker.listener.name")
     inter_protocol = get("security.inter.broker.protocol")
     if inter_name and inter_protocol:
@@ -108,14 +111,14 @@ def security_from_properties(props: Mapping[str, str], listener_names: list[str]
         listeners=MappingProxyType(listeners),
         inter_broker_listener_name=inter_name,
         inter_broker_mechanism=inter_mechanism,
-        connections_max_reauth_ms=_int(get, "connections.max.reauth.ms", 0, 0),
+        connections_max_reauth_ms=reauth_ms,
         authentication_timeout_ms=_int(get, "authentication.timeout.ms", 10_000, 1),
         sasl_server_max_receive_size_bytes=_int(get, "sasl.server.max.receive.size", 524_288, 1),
     )
     return config, known
 
 
-def _listener(name: str, protocol: str, props, get, mechanisms: tuple[str, ...]) -> ListenerSecurity:
+def _listener(name: str, protocol: str, props, get, mechanisms: tuple[str, ...], reauth_ms: int) -> ListenerSecurity:
     prefix = f"listener.name.{name.lower()}."
 
     def scoped(key: str, default: str | None = None) -> str | None:
@@ -142,14 +145,17 @@ def _listener(name: str, protocol: str, props, get, mechanisms: tuple[str, ...])
     listener_mechanisms = mechanisms
     if props.get(prefix + "sasl.enabled.mechanisms"):
         listener_mechanisms = _mechanisms(props[prefix + "sasl.enabled.mechanisms"])
-    jaas = {}
+    jaas, lifetimes = {}, {}
     if protocol.startswith("SASL_"):
         for mechanism in listener_mechanisms:
             text = props.get(f"{prefix}{mechanism.lower()}.sasl.jaas.config") or get("sasl.jaas.config")
             if text:
                 jaas[mechanism] = parse_jaas(text)
+            scoped_key = f"{prefix}{mechanism.lower()}.connections.max.reauth.ms"
+            if props.get(scoped_key) is not None:
+                lifetimes[mechanism] = _int(lambda _key: props.get(scoped_key), scoped_key, reauth_ms, 0)
     return ListenerSecurity(name, protocol, ssl, listener_mechanisms if protocol.startswith("SASL_") else (),
-                            MappingProxyType(jaas))
+                            MappingProxyType(jaas), MappingProxyType(lifetimes))
 
 
 def _protocol_map(raw: str | None) -> dict[str, str]:

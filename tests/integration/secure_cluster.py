@@ -23,7 +23,7 @@ AUTH_TIMEOUT_MS = 1500  # authentication.timeout.ms: the slowloris test waits th
 
 
 class SecureCluster:
-    def __init__(self, root: Path, zk_connect: str, fixtures, brokers: int = 2) -> None:
+    def __init__(self, root: Path, zk_connect: str, fixtures, brokers: int = 2, overrides: dict | None = None) -> None:
         self.certs = root / "certs"
         make_ca(self.certs)
         self.broker_pem = make_certificate(self.certs, "broker", "/CN=localhost/O=pylog")
@@ -63,6 +63,7 @@ class SecureCluster:
                 "transaction.state.log.min.isr": "1",
                 "transaction.state.log.num.partitions": "2",
                 "controlled.shutdown.enable": "false",  # the last broker would retry for 20 s
+                **(overrides or {}),
             }
             config = directory / "server.properties"
             config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -89,11 +90,15 @@ class SecureCluster:
 
 
 
-def start_secure_cluster(root: Path, zookeeper_connect: str, fixtures, brokers: int = 2) -> SecureCluster:
-    """Start the cluster, add the SCRAM users, create ``cluster.topic``; stop it on failure."""
+def start_secure_cluster(root: Path, zookeeper_connect: str, fixtures, brokers: int = 2,
+                         overrides: dict | None = None) -> SecureCluster:
+    """Start the cluster, add the SCRAM users, create ``cluster.topic``; stop it on failure.
+    ``overrides``: more broker properties (an authorizer with ``super.users=User:admin``, say:
+    the setup below runs as admin)."""
     from confluent_kafka.admin import (AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism,
                                        UserScramCredentialUpsertion)
-    cluster = SecureCluster(root, f"{zookeeper_connect}/pylog-secure-{uuid.uuid4().hex[:8]}", fixtures, brokers)
+    cluster = SecureCluster(root, f"{zookeeper_connect}/pylog-secure-{uuid.uuid4().hex[:8]}", fixtures, brokers,
+                            overrides)
     try:
         admin = AdminClient(cluster.confluent())
         upserts = [UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),

@@ -128,11 +128,12 @@ class _Store:
         return self.credentials.get((user, mechanism))
 
 
-def _gate(now, reauth_ms=0):
+def _gate(now, reauth_ms=0, **props):
     security, _ = security_from_properties({
         "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT",
         "inter.broker.listener.name": "SASL_PLAINTEXT",
-        "sasl.jaas.config": 'x required user_admin="admin-secret" user_bob="bob-secret";'}, ["SASL_PLAINTEXT"])
+        "sasl.jaas.config": 'x required user_admin="admin-secret" user_bob="bob-secret";', **props},
+        ["SASL_PLAINTEXT"])
     store = _Store({("alice", "SCRAM-SHA-256"): credential_from_password("SCRAM-SHA-256", "alice-secret", b"x" * 16)})
     dispatcher = _Dispatcher()
     return SaslAuthenticator(dispatcher, security.listeners["SASL_PLAINTEXT"], store, lambda: now[0], reauth_ms), dispatcher
@@ -210,6 +211,35 @@ def test_gate_reauthentication_keeps_the_principal_and_expiry_closes():
             await gate.handle(metadata)
     now[0] = 0
     _in_connection(expired)
+
+
+def test_gate_session_lifetime_per_mechanism_and_the_counts():
+    """``listener.name.<l>.<mechanism>.connections.max.reauth.ms`` (Kafka's prefix) sets one
+    mechanism's session lifetime: PLAIN keeps the broker-wide 0 (no expiry) while SCRAM-SHA-256
+    sessions last 500 ms; the gate counts (re-)authentications and expired connections killed."""
+    now = [0]
+    gate, _ = _gate(now, **{"listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms": "500"})
+    metadata = encode_request(ApiKey.METADATA, 1, 9, "t", {"topics": []})
+
+    async def scram(state):
+        assert await _exchange(gate, SaslClient("SCRAM-SHA-256", "alice", "alice-secret")) == 500
+        now[0] = 400
+        assert await _exchange(gate, SaslClient("SCRAM-SHA-256", "alice", "alice-secret")) == 500
+        now[0] = 900
+        with pytest.raises(CloseConnection, match=r"expired \(connections.max.reauth.ms=500\)"):
+            await gate.handle(metadata)
+
+    async def plain(state):
+        assert await _exchange(gate, SaslClient("PLAIN", "admin", "admin-secret")) == 0
+        now[0] = 10**9
+        assert await gate.handle(metadata) == [b"served"]
+    _in_connection(scram)
+    _in_connection(plain)
+    with pytest.raises(Exception):
+        _in_connection(lambda state: _exchange(gate, SaslClient("PLAIN", "admin", "guess")))
+    assert gate.counts == {"successful-authentication-total": 2, "failed-authentication-total": 1,
+                           "successful-reauthentication-total": 1, "failed-reauthentication-total": 0,
+                           "expired-connections-killed-count": 1}
 
 
 def test_gate_handshake_v0_then_raw_scram_tokens():
