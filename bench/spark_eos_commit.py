@@ -4,7 +4,8 @@ Setup: ``pylog cluster up`` with 3 brokers (transaction log RF 3, min ISR 2) in 
 directory, a sink topic of ``--partitions`` partitions at RF 3. Per round, ``--tasks``
 transactions are prepared as the sink's tasks prepare them (``Producer.prepare_transaction``:
 flushed, left open, 100 records each), then the driver's ``Committer.commit`` completes them; its
-wall time and its phases (clients, intent, ended, swept: ms since the commit began) are recorded.
+wall time, this process's CPU time, its phases (clients, intent, ended, swept: ms since the commit
+began) and, after it, the time of the sweep's listing alone (``open_transactions``) are recorded.
 ``--baseline FILE`` also times another ``spark_log/transactions.py`` (e.g. ``git show
 <commit>:spark_log/transactions.py > /tmp/old.py``) in the same rounds, interleaved, so both see
 the same load.
@@ -73,6 +74,8 @@ def run(args, root: Path) -> None:
         if args.baseline:
             variants["baseline"] = load_module(args.baseline, "pylog_eos_commit_baseline")
         times: dict[str, list[float]] = {name: [] for name in variants}
+        cpu: dict[str, list[float]] = {name: [] for name in variants}
+        listing: dict[str, list[float]] = {name: [] for name in variants}
         phases: list[dict] = []
         for round_ in range(args.rounds + 1):  # round 0 warms up (topic, connections)
             for name, module in variants.items():
@@ -80,13 +83,21 @@ def run(args, root: Path) -> None:
                 prepared = [prepare(bootstrap, "eos-commit", module.transactional_id(settings.prefix, round_, t, 0, t),
                                     t % args.partitions) for t in range(args.tasks)]
                 committer = module.Committer(settings)
+                cpu_started = time.process_time()  # this process only: the brokers run in their own
                 started = time.perf_counter()
                 committer.commit(prepared, round_)
-                if name == "baseline":
-                    committer.abort_lingering()  # the old sink swept after commit()
+                if name == "baseline" and args.baseline_sweeps_after:
+                    committer.abort_lingering()  # the sink before 64ab99c swept after commit()
                 elapsed = (time.perf_counter() - started) * 1000
+                cpu_ms = (time.process_time() - cpu_started) * 1000
+                # The sweep's listing alone (ListTransactions to every broker and the broker list).
+                list_started = time.perf_counter()
+                committer.open_transactions()
+                listed_ms = (time.perf_counter() - list_started) * 1000
                 if round_:
                     times[name].append(elapsed)
+                    cpu[name].append(cpu_ms)
+                    listing[name].append(listed_ms)
                     if name == "current":
                         phases.append(dict(committer.phases))
         load = os.getloadavg()[0]
@@ -94,6 +105,7 @@ def run(args, root: Path) -> None:
             values.sort()
             report(f"driver commit {name}", tasks=args.tasks, rounds=len(values),
                    p50_ms=statistics.median(values), p90_ms=values[int(len(values) * 0.9)], max_ms=values[-1],
+                   cpu_ms_p50=statistics.median(cpu[name]), open_transactions_ms_p50=statistics.median(listing[name]),
                    load_1m=load)
         for phase in ("clients", "intent", "ended", "swept"):
             report(f"  current: {phase} at (ms since start, p50)", p50_ms=statistics.median(p[phase] for p in phases))
@@ -107,6 +119,8 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=2, help="prepared transactions per commit (Spark tasks)")
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--baseline", help="another spark_log/transactions.py to time alongside")
+    parser.add_argument("--baseline-sweeps-after", action="store_true",
+                        help="the baseline's commit() does not sweep (before 64ab99c): sweep after it")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-eos-commit-") as tmp:
         run(args, Path(tmp))

@@ -52,8 +52,7 @@ BATCH_PREFIX_ROOT = "pylog-spark-write-"  # spark_log.transactions.batch_prefix:
 
 def _open_ids(committer: Committer) -> set[str]:
     clients = _clients_for(committer.settings)
-    clients.cluster.refresh_brokers()
-    listed = clients.admin.list_transactions(states=[ONGOING])
+    listed = clients.admin.list_transactions(states=[ONGOING], refresh_brokers=True)
     return {t.transactional_id for ts in listed.values() for t in ts if t.state == ONGOING}
 
 

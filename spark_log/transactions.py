@@ -15,7 +15,7 @@ speculative attempt (and a task of a re-submitted stage, whose attempt numbers r
 never shares an id with a sibling: its InitProducerId can neither fence nor abort a sibling's
 prepared transaction that the driver will commit. The price: ids are not enumerable, so
 lingering transactions are not found by probing ids one by one (Flink's TransactionAborter) but
-by ListTransactions (one request per broker) filtered by the prefix; each lingering one is fenced
+by ListTransactions (to every broker at once) filtered by the prefix; each lingering one is fenced
 and aborted with an InitProducerId on its id.
 
 The commit log is a compacted topic (``commitLogTopic``, default ``pylog-spark-commits``) on the
@@ -379,10 +379,10 @@ class Committer:
     # ------------------------------------------------------------------ recovery
 
     def open_transactions(self, cluster: Cluster | None = None) -> list[str]:
-        """Transactional ids of the prefix with an open transaction (ListTransactions, every broker)."""
+        """Transactional ids of the prefix with an open transaction (ListTransactions to every
+        broker at once, the broker list refreshed meanwhile: one round trip, the slowest broker's)."""
         cluster = cluster or _clients_for(self.settings).cluster
-        cluster.refresh_brokers()
-        listed = TxnAdmin(cluster).list_transactions(states=[ONGOING])
+        listed = TxnAdmin(cluster).list_transactions(states=[ONGOING], refresh_brokers=True)
         prefix = self.settings.prefix + "-b"
         return sorted({t.transactional_id for ts in listed.values() for t in ts
                        if t.transactional_id.startswith(prefix) and t.state == ONGOING})

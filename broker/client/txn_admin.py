@@ -1,7 +1,7 @@
 """Admin operations on transactions (``pylog transactions``), as Kafka's ``Admin`` does them:
 
-* ``list_transactions``: ListTransactions to every broker (each lists the transactional ids it
-  coordinates), by broker id;
+* ``list_transactions``: ListTransactions to every broker at once (each lists the transactional
+  ids it coordinates), by broker id;
 * ``describe_transactions``: DescribeTransactions to each id's coordinator (FindCoordinator key
   type 1);
 * ``describe_producers``: DescribeProducers to the partition's leader (or a given replica);
@@ -68,23 +68,51 @@ class TxnAdmin:
         self.cluster = cluster
 
     def list_transactions(self, *, states=(), producer_ids=(), duration_filter_ms: int = -1,
-                          transactional_id_pattern: str | None = None) -> dict[int, list[TransactionListing]]:
+                          transactional_id_pattern: str | None = None,
+                          refresh_brokers: bool = False) -> dict[int, list[TransactionListing]]:
         """Every broker's transactions: {broker id: listings}. A duration filter needs
         ListTransactions v1, an id pattern (a Java regular expression, matched by the broker) v2:
-        a broker without it raises UNSUPPORTED_VERSION, as Kafka's Admin does."""
+        a broker without it raises UNSUPPORTED_VERSION, as Kafka's Admin does.
+
+        Every broker is asked at once (each request goes out on its broker's connection before
+        any answer is read): the call takes the slowest broker's answer, not the sum of all of
+        them (the exactly-once sink lists its open transactions in every driver commit).
+        ``refresh_brokers``: the broker list is asked for again meanwhile (on a spare
+        connection) and any broker it adds is asked too: a broker that joined is not missed,
+        and the refresh costs no round trip of its own."""
         body = {"state_filters": list(states), "producer_id_filters": list(producer_ids),
                 "duration_filter": duration_filter_ms, "transactional_id_pattern": transactional_id_pattern}
         min_version = 2 if transactional_id_pattern is not None else 1 if duration_filter_ms >= 0 else 0
-        out = {}
-        for node in sorted(self.cluster.brokers):
-            conn = self.cluster.request_connection(node)
-            response = conn.request(ApiKey.LIST_TRANSACTIONS, body,
-                                    conn.version_for(ApiKey.LIST_TRANSACTIONS, min_version))
-            if response.error_code != ErrorCode.NONE:
-                raise KafkaError(response.error_code, f"ListTransactions on broker {node}")
-            out[node] = [TransactionListing(t.transactional_id, t.producer_id, t.transaction_state)
-                         for t in response.transaction_states]
+        asked = sorted(self.cluster.brokers)
+        out = self._list_on(asked, body, min_version, self.cluster.refresh_brokers if refresh_brokers else None)
+        joined = sorted(set(self.cluster.brokers) - set(asked))
+        if joined:
+            out.update(self._list_on(joined, body, min_version, None))
         return out
+
+    def _list_on(self, nodes: list[int], body: dict, min_version: int, meanwhile) -> dict[int, list[TransactionListing]]:
+        """ListTransactions to ``nodes``: all sent, then ``meanwhile()`` (if any), then all read."""
+        sent = []
+        try:
+            for node in nodes:
+                conn = self.cluster.request_connection(node)
+                conn.send(ApiKey.LIST_TRANSACTIONS, body, conn.version_for(ApiKey.LIST_TRANSACTIONS, min_version))
+                sent.append((node, conn))
+            if meanwhile is not None:
+                meanwhile()
+            out = {}
+            for node, conn in sent:
+                response = conn.receive()
+                if response.error_code != ErrorCode.NONE:
+                    raise KafkaError(response.error_code, f"ListTransactions on broker {node}")
+                out[node] = [TransactionListing(t.transactional_id, t.producer_id, t.transaction_state)
+                             for t in response.transaction_states]
+            return out
+        except BaseException:
+            for _, conn in sent:  # an answer left unread would be taken for the next request's
+                if conn.in_flight_count:
+                    conn.close()
+            raise
 
     def describe_transaction(self, transactional_id: str, timeout_ms: float | None = None) -> TransactionDescription:
         """DescribeTransactions at the id's coordinator; TRANSACTIONAL_ID_NOT_FOUND raises."""
