@@ -12,10 +12,10 @@ from broker.client.admin import AdminClient
 from broker.client.errors import KafkaError
 from broker.wire import ApiKey, ErrorCode
 
-__all__ = ["RESOURCE_TOPIC", "RESOURCE_BROKER", "SOURCE_NAMES", "OP_SET", "OP_DELETE", "OP_APPEND",
+__all__ = ["RESOURCE_TOPIC", "RESOURCE_BROKER", "RESOURCE_BROKER_LOGGER", "SOURCE_NAMES", "OP_SET", "OP_DELETE", "OP_APPEND",
            "OP_SUBTRACT", "DescribedConfig", "describe_configs", "incremental_alter_configs"]
 
-RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER = 2, 4, 8
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 # DescribeConfigsResponse.ConfigSource, as Kafka's ConfigEntry.ConfigSource names them
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
@@ -34,7 +34,7 @@ class DescribedConfig:
 
 
 def _connection(admin: AdminClient, resource_type: int, name: str):
-    if resource_type == RESOURCE_BROKER and name != "":
+    if resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER) and name.isdigit():  # the broker it names
         return admin.cluster.connection(int(name))
     return admin.cluster.any_connection()
 

@@ -16,6 +16,10 @@ key the entity does not set is refused before anything is sent (``Invalid config
 kafka-configs does. A refused change prints ``Error while executing config command ...`` and
 exits 1. ``--entity-type users`` is SCRAM credentials (``broker.tools.user_configs``);
 ``--entity-type clients``, and users' quota keys, are client quotas (``broker.tools.quota_configs``).
+``--entity-type broker-loggers --entity-name 1``: that broker's loggers and their levels
+(``--describe``; all of them, as kafka-configs shows them), ``--alter --add-config
+broker.server.network=DEBUG`` / ``--delete-config`` to change them at runtime; a logger the
+broker does not have is refused first (``Invalid broker logger(s): x``), as kafka-configs does.
 ``--command-config <file>``: the admin client's own properties, as kafka-configs reads them
 (``security.protocol``, ``ssl.*``, ``sasl.*``: ``broker.client.security``).
 """
@@ -30,6 +34,7 @@ from broker.client.config_admin import (
     OP_DELETE,
     OP_SET,
     RESOURCE_BROKER,
+    RESOURCE_BROKER_LOGGER,
     RESOURCE_TOPIC,
     SOURCE_NAMES,
     DescribedConfig,
@@ -41,7 +46,8 @@ __all__ = ["add_configs_parser", "run_configs", "parse_add_config"]
 
 _OWN_SOURCE = {RESOURCE_TOPIC: 1, RESOURCE_BROKER: 2}  # what --describe shows without --all
 _DEFAULT_SOURCE = 3
-_ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER, "users": None, "clients": None}
+_ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER, "broker-loggers": RESOURCE_BROKER_LOGGER,
+                 "users": None, "clients": None}
 
 
 def add_configs_parser(subparsers) -> argparse.ArgumentParser:
@@ -168,7 +174,9 @@ def _alter(admin: AdminClient, resource_type: int, name: str | None, args, out: 
     deleted = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
     if not added and not deleted:
         raise ValueError("--alter needs --add-config or --delete-config")
-    if deleted:
+    if resource_type == RESOURCE_BROKER_LOGGER:
+        _check_loggers(admin, name, [*added, *deleted])
+    elif deleted:
         own = _DEFAULT_SOURCE if name == "" else _OWN_SOURCE[resource_type]
         current = {c.name for c in describe_configs(admin, resource_type, name) if c.source == own}
         missing = [k for k in deleted if k not in current]
@@ -178,6 +186,8 @@ def _alter(admin: AdminClient, resource_type: int, name: str | None, args, out: 
     incremental_alter_configs(admin, resource_type, name, operations)
     if resource_type == RESOURCE_TOPIC:
         print(f"Completed updating config for topic {name}.", file=out)
+    elif resource_type == RESOURCE_BROKER_LOGGER:
+        print(f"Completed updating config for broker-logger {name}.", file=out)
     elif name == "":
         print("Completed updating default config for brokers in the cluster.", file=out)
     else:
@@ -185,8 +195,20 @@ def _alter(admin: AdminClient, resource_type: int, name: str | None, args, out: 
     return 0
 
 
+def _check_loggers(admin: AdminClient, name: str, names: list[str]) -> None:
+    """kafka-configs asks the broker for its loggers first and refuses unknown ones."""
+    if not name.isdigit():
+        raise ValueError(f"The entity name for broker-loggers must be a valid integer broker id, found: {name}")
+    known = {c.name for c in describe_configs(admin, RESOURCE_BROKER_LOGGER, name)}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise KafkaError(40, f"Invalid broker logger(s): {','.join(unknown)}")
+
+
 def _describe(admin: AdminClient, resource_type: int, name: str | None, is_default: bool, describe_all: bool,
               out: TextIO) -> int:
+    if resource_type == RESOURCE_BROKER_LOGGER and (name is None or is_default):
+        raise ValueError("An entity name must be specified with --describe of broker-loggers")
     if is_default:
         targets = [""]
     elif name is not None:
@@ -197,8 +219,8 @@ def _describe(admin: AdminClient, resource_type: int, name: str | None, is_defau
         targets = [str(b) for b in sorted(admin.cluster.brokers)] + [""]
     for target in targets:
         configs = describe_configs(admin, resource_type, target)
-        own = _DEFAULT_SOURCE if target == "" else _OWN_SOURCE[resource_type]
-        if not describe_all:
+        own = _DEFAULT_SOURCE if target == "" else _OWN_SOURCE.get(resource_type)
+        if not describe_all and resource_type != RESOURCE_BROKER_LOGGER:  # loggers: all, as kafka-configs
             configs = [c for c in configs if c.source == own]
         print(_heading(resource_type, target, describe_all), file=out)
         for config in sorted(configs, key=lambda c: c.name):
@@ -210,6 +232,8 @@ def _heading(resource_type: int, name: str, describe_all: bool) -> str:
     kind = "All" if describe_all else "Dynamic"
     if resource_type == RESOURCE_TOPIC:
         return f"{kind} configs for topic {name} are:"
+    if resource_type == RESOURCE_BROKER_LOGGER:
+        return f"{kind} configs for broker-logger {name} are:"
     if name == "":
         return "Default configs for brokers in the cluster are:"
     return f"{kind} configs for broker {name} are:"

@@ -232,3 +232,33 @@ def test_kafka_reassign_partitions_alike(peers, tmp_path):
     assert moved["pylog"] == moved["kafka"], moved
     assert moved["pylog"][1][0] == 0 and f"Reassignment of partition {topic}-0 is completed." in moved["pylog"][1][1]
     assert moved["pylog"][2] != 0
+
+
+# ------------------------------------------------------------------ kafka-configs --entity-type broker-loggers
+
+_ROOT_LINE = re.compile(r"^  root=(?P<level>[A-Z]+) sensitive=false synonyms=\{\}$", re.M)
+
+
+def test_kafka_configs_broker_loggers_alike(peers):
+    """Log levels at runtime (BROKER_LOGGER): the same describe layout (every logger, its level,
+    no synonyms), the root logger set to WARN and back, and a level log4j does not have refused
+    with the same exception. The logger names differ (kafka.* there, broker.* here): named."""
+    entity = ["--entity-type", "broker-loggers", "--entity-name", "1"]
+    before = on_both(peers, lambda p: _pylog_configs(p, entity))
+    original = {name: _ROOT_LINE.search(text)["level"] for name, text in before.items()}
+    try:
+        altered = on_both(peers, lambda p: _kafka_configs(p, *entity, "--alter", "--add-config", "root=WARN").ok().out)
+        assert altered["pylog"] == altered["kafka"] == "Completed updating config for broker-logger 1.\n"
+        described = on_both(peers, lambda p: (_kafka_configs(p, *entity, "--describe").ok().out,
+                                              _pylog_configs(p, entity)))
+        for name, (kafka_tool, pylog_tool) in described.items():
+            assert kafka_tool == pylog_tool, name  # pylog configs prints what kafka-configs prints
+            assert kafka_tool.startswith("Dynamic configs for broker-logger 1 are:\n"), kafka_tool
+            assert _ROOT_LINE.search(kafka_tool)["level"] == "WARN", name
+        refused = on_both(peers, lambda p: _cause(_kafka_configs(p, *entity, "--alter", "--add-config", "root=LOUD")))
+        assert refused["pylog"] == refused["kafka"] == (
+            1, "org.apache.kafka.common.errors.InvalidConfigurationException",
+            "Cannot set the log level of root to LOUD as it is not a supported log level. "
+            "Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN")
+    finally:
+        on_both(peers, lambda p: _kafka_configs(p, *entity, "--alter", "--add-config", f"root={original[p.name]}"))

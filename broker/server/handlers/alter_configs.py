@@ -1,6 +1,7 @@
 """AlterConfigs (key 33), v0-2: replace a topic's or broker's whole set of dynamic configs
 (KIP-133); a key left out is removed. Each resource is checked and written on its own
-(``config_alter``); ``validate_only`` checks without writing."""
+(``config_alter``); ``validate_only`` checks without writing. Log levels (BROKER_LOGGER) only
+through IncrementalAlterConfigs: here INVALID_REQUEST, as Kafka."""
 
 from __future__ import annotations
 
@@ -12,14 +13,19 @@ __all__ = ["API_KEY", "handle", "error_response"]
 
 API_KEY = ApiKey.ALTER_CONFIGS
 _Result = AlterConfigsResponse.AlterConfigsResourceResponse
+_BROKER_LOGGER = 8
 
 
 async def handle(ctx: BrokerContext, header, request) -> AlterConfigsResponse:
     results = []
     for resource in request.resources:
         wanted = {c.name: c.value for c in resource.configs}
-        code, message = await alter_resource(ctx, resource.resource_type, resource.resource_name,
-                                             lambda _current, wanted=wanted: dict(wanted), request.validate_only)
+        if resource.resource_type == _BROKER_LOGGER:
+            code, message = (ErrorCode.INVALID_REQUEST,
+                             "AlterConfigs is deprecated and does not support the resource type BROKER_LOGGER")
+        else:
+            code, message = await alter_resource(ctx, resource.resource_type, resource.resource_name,
+                                                 lambda _current, wanted=wanted: dict(wanted), request.validate_only)
         results.append(_Result(error_code=code, error_message=message, resource_type=resource.resource_type,
                                resource_name=resource.resource_name))
     return AlterConfigsResponse(throttle_time_ms=0, responses=results)

@@ -4,6 +4,7 @@ types). ``configuration_keys`` (null = all) filters the entries. A broker resour
 broker (its id as a string, or "" for the cluster-wide default: then only what the default
 ``/config/brokers/<default>`` sets, as Kafka); any other is INVALID_REQUEST. Sources and synonyms
 include the dynamic levels (``config_changes``).
+A BROKER_LOGGER (8) resource lists this broker's loggers with their levels (``logger_levels``).
 An unknown topic is UNKNOWN_TOPIC_OR_PARTITION; other resource types are INVALID_REQUEST.
 """
 
@@ -29,6 +30,7 @@ from broker.server.config_synonyms import (
 )
 from broker.server.context import BrokerContext
 from broker.server.dynamic_config import static_broker_keys
+from broker.server.logger_levels import RESOURCE_BROKER_LOGGER, loggers
 from broker.wire import ApiKey, DescribeConfigsResponse, ErrorCode
 
 __all__ = ["API_KEY", "handle", "error_response"]
@@ -36,6 +38,7 @@ __all__ = ["API_KEY", "handle", "error_response"]
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+_SOURCE_BROKER_LOGGER = 6  # DYNAMIC_BROKER_LOGGER_CONFIG
 TYPE_PASSWORD = 9  # ConfigDef.Type.PASSWORD: Kafka's type for a key it does not know
 _Result = DescribeConfigsResponse.DescribeConfigsResult
 _Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
@@ -62,6 +65,8 @@ def _describe(ctx: BrokerContext, resource, include_synonyms: bool):
             return _error(resource, ErrorCode.INVALID_REQUEST,
                           f"broker {name!r} must be described by that broker (this is {ctx.broker_id})")
         entries = _broker_entries(ctx, levels, per_broker=name != "")
+    elif kind == RESOURCE_BROKER_LOGGER:
+        return _logger_levels(ctx, resource)
     else:
         return _error(resource, ErrorCode.INVALID_REQUEST, f"resource type {kind} is not supported")
     keys = resource.configuration_keys
@@ -69,6 +74,25 @@ def _describe(ctx: BrokerContext, resource, include_synonyms: bool):
         entries = [(e, chain) for e, chain in entries if e.name in set(keys)]
     return _Result(error_code=ErrorCode.NONE, error_message=None, resource_type=kind, resource_name=name,
                    configs=[_entry(e, chain, include_synonyms) for e, chain in entries])
+
+
+def _logger_levels(ctx: BrokerContext, resource):
+    """Kafka's ``ConfigHelper`` for BROKER_LOGGER: every logger, source DYNAMIC_BROKER_LOGGER_CONFIG,
+    no synonyms; the resource must name this broker."""
+    name = resource.resource_name
+    if not name:
+        return _error(resource, ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+    if not name.lstrip("-").isdigit():
+        return _error(resource, ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}")
+    if int(name) != ctx.broker_id:
+        return _error(resource, ErrorCode.INVALID_REQUEST,
+                      f"Unexpected broker id, expected {ctx.broker_id} but received {name}")
+    keys = resource.configuration_keys
+    configs = [_Entry(name=logger, value=level, read_only=False, config_source=_SOURCE_BROKER_LOGGER,
+                      is_default=False, is_sensitive=False, synonyms=[], config_type=0, documentation=None)
+               for logger, level in sorted(loggers().items()) if keys is None or logger in keys]
+    return _Result(error_code=ErrorCode.NONE, error_message=None, resource_type=resource.resource_type,
+                   resource_name=name, configs=configs)
 
 
 def _broker_entries(ctx: BrokerContext, levels, per_broker: bool) -> list:
