@@ -35,7 +35,7 @@ from broker.client.group_state import (
     RebalanceInProgressError,
     commit_error,
 )
-from broker.wire import ApiKey, ErrorCode
+from broker.wire import ApiKey, ErrorCode, OffsetCommitRequest
 
 __all__ = ["OffsetAndMetadata", "GroupOffsets", "CommitCallback"]
 
@@ -54,6 +54,8 @@ class OffsetAndMetadata:
 CommitCallback = Callable[[Mapping[TopicPartition, OffsetAndMetadata], "KafkaError | None"], None]
 
 _SIMPLE = Generation(-1, "", None)
+_CommitTopic = OffsetCommitRequest.OffsetCommitRequestTopic
+_CommitPartition = OffsetCommitRequest.OffsetCommitRequestPartition
 _FETCH_RETRY = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.UNSTABLE_OFFSET_COMMIT,
                           ErrorCode.REQUEST_TIMED_OUT})
 _FETCH_FIND_COORDINATOR = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
@@ -138,18 +140,20 @@ class GroupOffsets:
             return KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"OffsetCommit: no answer for {missing}"), Action.FATAL
         return error, action
 
-    def _commit_body(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], generation: Generation) -> dict:
-        topics: dict[str, list[dict]] = defaultdict(list)
+    def _commit_body(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                     generation: Generation) -> OffsetCommitRequest:
+        """The request as wire objects, not a dict: coercing a dict's nested fields cost about
+        a tenth of the client's CPU per commit_async (issue 14)."""
+        topics: dict[str, list] = defaultdict(list)
         for (topic, partition), om in sorted(offsets.items()):
-            topics[topic].append({"partition_index": partition, "committed_offset": om.offset,
-                                  "committed_leader_epoch": om.leader_epoch,
-                                  "committed_metadata": om.metadata})
-        return {
-            "group_id": self.group_id, "generation_id_or_member_epoch": generation.generation_id,
-            "member_id": generation.member_id,
-            "group_instance_id": self._membership.settings.group_instance_id if generation.member_id else None,
-            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
-        }
+            topics[topic].append(_CommitPartition(partition_index=partition, committed_offset=om.offset,
+                                                  committed_leader_epoch=om.leader_epoch,
+                                                  committed_metadata=om.metadata))
+        return OffsetCommitRequest(
+            group_id=self.group_id, generation_id_or_member_epoch=generation.generation_id,
+            member_id=generation.member_id,
+            group_instance_id=self._membership.settings.group_instance_id if generation.member_id else None,
+            topics=[_CommitTopic(name=name, partitions=parts) for name, parts in topics.items()])
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
                      callback: CommitCallback | None) -> None:

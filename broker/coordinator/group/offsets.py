@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from broker.coordinator.group.effects import Reply
 from broker.coordinator.group.group import GroupState
+from broker.coordinator.group.rebalance import reschedule_heartbeat
 from broker.coordinator.group.records import (
     OffsetCommitValue, encode_group_metadata_key, encode_offset_commit_key, encode_offset_commit_value,
     encode_offset_commit_value_v3,
@@ -80,7 +81,6 @@ def _validate_commit(shard, version: int, request, now_ms: int) -> int:
 
 
 def handle_commit(shard, token, version: int, request, now_ms: int) -> list:
-    from broker.coordinator.group.rebalance import reschedule_heartbeat
     if not request.group_id:
         return [Reply(token, _commit_response(request, None, INVALID_GROUP_ID))]
     code = _validate_commit(shard, version, request, now_ms)

@@ -33,6 +33,12 @@ def split_unknown_partitions(ctx: BrokerContext, request) -> tuple[dict[tuple[st
     the request narrowed to the known partitions (None when none is left; ``request`` itself when
     every partition is known)."""
     topics = ctx.metadata.snapshot.topics
+    for topic in request.topics:  # the common case first: every partition known, nothing built
+        known = topics.get(topic.name)
+        if known is None or any(p.partition_index not in known.partitions for p in topic.partitions):
+            break
+    else:
+        return {}, request
     unknown: dict[tuple[str, int], int] = {}
     known_topics = []
     for topic in request.topics:
