@@ -17,6 +17,13 @@ Errors (Kafka 2.x): OFFSET_OUT_OF_RANGE below the leader's log start offset rest
 there; any other out-of-range goes back to truncation. Epoch fencing errors, a leader that does
 not lead (yet), a refused append, a connection failure: the partition waits ``backoff_ms`` and
 tries again; a partition that keeps failing never holds up the others.
+
+Replication throttle (KIP-73): with a ``quota`` (the broker's follower
+``ReplicationQuota``), a partition that is throttled here and not in sync is left out of the
+fetch while the follower rate is over ``follower.replication.throttled.rate`` (Kafka's
+``shouldFollowerThrottle``); "in sync" is Kafka's fetcher view: the last fetch that brought data
+left us at the leader's high watermark (``lag`` 0). The bytes appended for throttled partitions
+are counted, in sync or not.
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ class PartitionFetch:
     state: FetchState = FetchState.TRUNCATING
     fetch_offset: int = -1
     delayed_until_ms: int = 0
+    lag: int | None = None  # leader's high watermark - our log end after the last fetch with data
 
 
 class EpochQuery(NamedTuple):
@@ -91,11 +99,12 @@ class FetchSession:
     """``get_partition(tp)`` returns the local ``Partition`` (or None)."""
 
     def __init__(self, local_broker_id: int, leader_id: int, get_partition: Callable,
-                 settings: FetcherSettings) -> None:
+                 settings: FetcherSettings, quota=None) -> None:
         self.local_broker_id = local_broker_id
         self.leader_id = leader_id
         self._get = get_partition
         self.settings = settings
+        self.quota = quota  # broker.server.replication_quota.ReplicationQuota (follower); None: none
         self.partitions: dict[TopicPartition, PartitionFetch] = {}
 
     # ------------------------------------------------------------------------ membership
@@ -161,6 +170,8 @@ class FetchSession:
             partition = self._following(tp, fetch)
             if partition is None:
                 continue
+            if self.quota is not None and self.quota.should_throttle(*tp, fetch.lag == 0, now_ms):
+                continue
             fetch.fetch_offset = partition.log.log_end_offset
             queries.append(FetchQuery(tp, fetch.fetch_offset, fetch.leader_epoch,
                                       partition.log.log_start_offset))
@@ -199,6 +210,10 @@ class FetchSession:
             return 0
         if not records:
             partition.update_follower_high_watermark(answer.high_watermark)
+        if records or fetch.lag is None:
+            fetch.lag = max(0, answer.high_watermark - partition.log.log_end_offset)
+        if records and self.quota is not None and self.quota.is_throttled(*tp):
+            self.quota.record(len(records), now_ms)
         if answer.log_start_offset > partition.log.log_start_offset:  # DeleteRecords or retention on the leader
             partition.log.increment_log_start_offset(answer.log_start_offset)
             partition.on_log_start_offset_moved()

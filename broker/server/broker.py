@@ -84,6 +84,8 @@ from broker.server.metadata import ClusterSnapshot, MetadataCache
 from broker.server.network import KafkaServer, NetworkLimits
 from broker.server.producer_ids import ProducerIdManager
 from broker.server.replica_fetcher import ReplicaFetcherManager
+from broker.server.replication_quota import (FOLLOWER_THROTTLED_RATE, LEADER_THROTTLED_RATE,
+                                             ReplicationQuotas, ReplicationQuotaSettings)
 from broker.server.scheduler import Scheduler
 from broker.server.txn_coordinator import TxnCoordinatorService, TxnServiceSettings
 from broker.server.txn_markers import MarkerSender
@@ -206,12 +208,14 @@ class Broker:
         cache = MetadataCache(ClusterSnapshot(cluster_id=cluster_id))
         self.sync = MetadataSync(zk, cache, self._on_metadata)
         listener = config.security.inter_broker_listener_name
+        self.replication_quotas = ReplicationQuotas(config.broker_id, ReplicationQuotaSettings(
+            config.replication_quota_window_num, config.replication_quota_window_size_seconds * 1000))
         self.fetchers = ReplicaFetcherManager(
             config.broker_id, cache, listener,
             FetcherSettings(config.replica_fetch_wait_max_ms, config.replica_fetch_min_bytes,
                             config.replica_fetch_max_bytes, config.replica_fetch_response_max_bytes,
                             config.replica_fetch_backoff_ms),
-            config.replica_socket_timeout_ms, self._now_ms)
+            config.replica_socket_timeout_ms, self._now_ms, self.replication_quotas.follower)
         self.fetchers.get_partition = self.replicas.get
         self.replicas.fetchers = self.fetchers
         self.isr_writer = IsrWriter(zk, self._isr_change_done, self.replicas.refresh_leader_state)
@@ -241,6 +245,7 @@ class Broker:
         self.configs = ConfigChangeService(zk, config.broker_id, config.properties, self._on_broker_config,
                                            lambda topics: self.sync.request_refresh(topics=topics))
         self.context.config_store = self.configs
+        self.context.replication_quotas = self.replication_quotas
         await self._start_quotas(zk, config)
         loop = asyncio.get_running_loop()
         levels = await self.configs.load()
@@ -303,6 +308,11 @@ class Broker:
         self.context.config = config
         self.log_manager.update_broker_config(config.log)
         self.replicas.update_min_insync_replicas(config.min_insync_replicas)
+        try:
+            self.replication_quotas.update_rates(levels.throttle_rate(LEADER_THROTTLED_RATE),
+                                                 levels.throttle_rate(FOLLOWER_THROTTLED_RATE))
+        except ValueError as exc:  # written by another tool
+            logger.error("ignoring the replication throttle rates: %s", exc)
 
     async def _start_authorizer(self, zk: KafkaZkClient) -> None:
         """Load the ACLs from ZooKeeper before the first request is served; from then on the
@@ -341,6 +351,7 @@ class Broker:
         return BrokerRegistration(self.config.broker_id, endpoints, self._now_ms())
 
     async def _on_metadata(self, snapshot: ClusterSnapshot) -> None:
+        self.replication_quotas.on_topic_configs({t: m.config for t, m in snapshot.topics.items() if m.config})
         self.replicas.apply(snapshot.topics, may_lead=False)  # leadership only from the controller
         if self.config.broker_id not in snapshot.brokers:
             await self._register_again()

@@ -98,6 +98,8 @@ class BrokerConfig:
     connections_max_idle_ms: int = 600_000
     quota_window_num: int = 11  # client quotas: samples of the rate (Kafka's quota.window.num)
     quota_window_size_seconds: int = 1  # each sample's span (quota.window.size.seconds)
+    replication_quota_window_num: int = 11  # replication throttles' samples (replication.quota.window.num)
+    replication_quota_window_size_seconds: int = 1  # each one's span (replication.quota.window.size.seconds)
     message_max_bytes: int = 1_048_588
     fetch_max_bytes: int = 57_671_680
     log_retention_check_interval_ms: int = 300_000
@@ -212,6 +214,8 @@ class BrokerConfig:
             connections_max_idle_ms=p.get("connections.max.idle.ms", _positive_int, 600_000),
             quota_window_num=p.get("quota.window.num", _positive_int, 11),
             quota_window_size_seconds=p.get("quota.window.size.seconds", _positive_int, 1),
+            replication_quota_window_num=p.get("replication.quota.window.num", _positive_int, 11),
+            replication_quota_window_size_seconds=p.get("replication.quota.window.size.seconds", _positive_int, 1),
             message_max_bytes=p.get("message.max.bytes", _positive_int, 1_048_588),
             fetch_max_bytes=p.get("fetch.max.bytes", _positive_int, 57_671_680),
             log_retention_check_interval_ms=p.get("log.retention.check.interval.ms", _positive_long, 300_000),

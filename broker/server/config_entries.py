@@ -21,6 +21,8 @@ from typing import Callable, Mapping
 
 from broker.log import LogConfig
 from broker.server.config import JAVA_DOUBLE_MAX, BrokerConfig
+from broker.server.replication_quota import (
+    FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, throttled_replicas_problem)
 
 __all__ = [
     "ConfigEntry",
@@ -58,7 +60,7 @@ class ConfigEntry:
 @dataclass(frozen=True)
 class _TopicConfig:
     name: str
-    broker_key: str
+    broker_key: str | None  # None: no broker synonym (Kafka lists none, the default is "")
     config_type: int
     default: Callable[[BrokerConfig], str]
     check: Callable[[str], str | None]  # error message, or None when the value is acceptable
@@ -151,6 +153,10 @@ _TOPIC_CONFIGS.update({
     "message.timestamp.type": _TopicConfig(
         "message.timestamp.type", "log.message.timestamp.type", TYPE_STRING,
         _log_value("message_timestamp_type"), _via_log_config("message.timestamp.type")),
+    # KIP-73 replication throttles: which replicas the broker rates apply to (replication_quota.py)
+    **{name: _TopicConfig(name, None, TYPE_LIST, lambda c: "",
+                          lambda value, name=name: throttled_replicas_problem(name, value))
+       for name in (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)},
 })
 
 TOPIC_CONFIG_NAMES = tuple(sorted(_TOPIC_CONFIGS))
@@ -185,7 +191,7 @@ def describe_topic_configs(overrides: Mapping[str, str], broker: BrokerConfig) -
         known = _TOPIC_CONFIGS[name]
         broker_value = known.default(broker)
         broker_source = SOURCE_STATIC_BROKER if known.broker_key in broker.properties else SOURCE_DEFAULT
-        synonym = (known.broker_key, broker_value, broker_source)
+        synonym = None if known.broker_key is None else (known.broker_key, broker_value, broker_source)
         if name in overrides:
             value = overrides[name]
             if known.config_type == TYPE_LIST:

@@ -83,6 +83,8 @@ class BrokerContext:
     # client quotas (broker.server.quota.ClientQuotas); None: no quotas
     quotas: object | None = None
     quota_store: object | None = None  # broker.server.quota_store.QuotaStore (DescribeClientQuotas)
+    # replication throttles (broker.server.replication_quota.ReplicationQuotas); None: none
+    replication_quotas: object | None = None
 
     @property
     def broker_id(self) -> int:

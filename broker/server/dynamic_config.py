@@ -34,7 +34,8 @@ __all__ = [
 DEFAULT_BROKER = "<default>"  # the znode name of the cluster-wide broker default
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
-_LIST_KEYS = frozenset({"cleanup.policy", "log.cleanup.policy"})
+_LIST_KEYS = frozenset({"cleanup.policy", "log.cleanup.policy", "leader.replication.throttled.replicas",
+                        "follower.replication.throttled.replicas"})
 
 # DynamicLogConfig.ReconfigurableConfigs for the settings pylog's LogConfig has, plus
 # min.insync.replicas and the replication throttles (DynamicConfig.Broker).

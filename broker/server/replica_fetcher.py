@@ -43,8 +43,10 @@ _EPart = OffsetForLeaderEpochRequest.OffsetForLeaderPartition
 
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, metadata: MetadataCache, listener_name: str,
-                 settings: FetcherSettings, socket_timeout_ms: int, now_ms: Callable[[], int]) -> None:
+                 settings: FetcherSettings, socket_timeout_ms: int, now_ms: Callable[[], int],
+                 quota=None) -> None:
         self.broker_id = broker_id
+        self.quota = quota  # the follower ReplicationQuota (replication throttles); None: none
         self._metadata = metadata
         self._listener = listener_name
         self.settings = settings
@@ -65,7 +67,8 @@ class ReplicaFetcherManager:
                     session.remove(tp)
             session = self._sessions.get(target.leader_id)
             if session is None:
-                session = FetchSession(self.broker_id, target.leader_id, self.get_partition, self.settings)
+                session = FetchSession(self.broker_id, target.leader_id, self.get_partition, self.settings,
+                                       self.quota)
                 self._sessions[target.leader_id] = session
             session.add(tp, target.leader_epoch)
             self._wake(target.leader_id)

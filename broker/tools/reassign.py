@@ -12,10 +12,12 @@ ListPartitionReassignments, with the tool's JSON::
   reassignment is in progress in the cluster, unless ``--additional`` is given, as Kafka's tool;
 - ``--verify --reassignment-json-file F``: ``Reassignment of partition t-0 is completed.`` or
   ``... is still in progress.``; exit 1 while any is in progress;
-- ``--cancel --reassignment-json-file F``: cancels the ones in progress.
+- ``--cancel --reassignment-json-file F``: cancels the ones in progress;
+- ``--throttle RATE`` with ``--execute``: replication throttles in bytes/s on the moving
+  replicas, removed by the ``--verify`` that finds them all done (``reassign_throttle``).
 
-Not yet: ``--throttle`` (pylog does not enforce replication throttles), ``log_dirs`` other than
-``any``.
+Not yet: ``log_dirs`` other than ``any``, ``--replica-alter-log-dirs-throttle``,
+``--preserve-throttles``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from broker.client import AdminClient
 from broker.client.errors import KafkaError
 from broker.client.partition_admin import alter_partition_reassignments, list_partition_reassignments
 from broker.server.replica_assignment import assign_replicas
+from broker.tools.reassign_throttle import VERIFY_WARNING, clear_throttles, move_map, set_throttles
 
 __all__ = ["add_reassign_parser", "run_reassign", "assignment_json", "CANNOT_EXECUTE_BECAUSE_OF_EXISTING"]
 
@@ -49,6 +52,8 @@ def add_reassign_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--topics-to-move-json-file", type=Path, default=None)
     parser.add_argument("--broker-list", default=None, help="with --generate: 1,2,3")
     parser.add_argument("--reassignment-json-file", type=Path, default=None)
+    parser.add_argument("--throttle", type=int, default=-1,
+                        help="with --execute: replication throttle in B/s on the moving replicas")
     parser.add_argument("--additional", action="store_true",
                         help="with --execute: start it although other reassignments are in progress")
     return parser
@@ -80,12 +85,16 @@ def run_reassign(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return _generate(admin, args, out)
         wanted = _read_reassignment(args.reassignment_json_file)
         if args.execute:
-            if not args.additional and list_partition_reassignments(admin):
+            ongoing = list_partition_reassignments(admin)
+            if not args.additional and ongoing:
                 print(CANNOT_EXECUTE_BECAUSE_OF_EXISTING, file=out)  # Kafka prints it on stdout, exit 1
                 return 1
             current = _current(admin, sorted({t for t, _ in wanted}))
             print(f"Current partition replica assignment\n\n{assignment_json({tp: current[tp] for tp in wanted if tp in current})}\n\n"
                   "Save this to use as the --reassignment-json-file option during rollback", file=out)
+            if args.throttle >= 0:
+                print(VERIFY_WARNING, file=out)
+                set_throttles(admin, move_map(ongoing, wanted, current), args.throttle, out)
             return _report(alter_partition_reassignments(admin, wanted), "started", out)
         if args.cancel:
             ongoing = list_partition_reassignments(admin)
@@ -136,4 +145,6 @@ def _verify(admin: AdminClient, wanted: dict[tuple[str, int], list[int]], out: T
             pending = True
             print(f"There is no active reassignment of partition {topic}-{partition}, but replica set is "
                   f"{current.get((topic, partition))} rather than {replicas}.", file=out)
+    if not ongoing:  # Kafka clears every throttle once no reassignment is in progress in the cluster
+        clear_throttles(admin, wanted, out)
     return 1 if pending else 0

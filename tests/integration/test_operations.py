@@ -543,7 +543,8 @@ def test_pylog_reassign_generate_execute_verify(cluster, admin, tmp_path):
     code, out = reassign("--execute", "--reassignment-json-file", str(tmp_path / "plan.json"))
     assert code == 0 and out.endswith(f"Successfully started partition reassignments for {MOVED}-0\n"), out
     _wait(lambda: reassign("--verify", "--reassignment-json-file", str(tmp_path / "plan.json")) == (
-        0, f"Status of partition reassignment:\nReassignment of partition {MOVED}-0 is completed.\n"),
+        0, f"Status of partition reassignment:\nReassignment of partition {MOVED}-0 is completed.\n"
+           f"Clearing broker-level throttles on brokers 1,2,3\nClearing topic-level throttles on topic {MOVED}\n"),
         "--verify to say completed")
 
 

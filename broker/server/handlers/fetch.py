@@ -19,6 +19,12 @@ expansion, handed to ``ReplicaManager.submit_isr_change``); the read goes up to 
 and a follower long poll wakes on appends (key ``(topic, partition, "log-end")``) rather than on
 high-watermark moves. A replica the partition does not list gets REPLICA_NOT_AVAILABLE (9).
 
+Replication throttles (KIP-73, ``broker.server.replication_quota``): a follower that is not in
+the ISR, fetching a partition this broker throttles as leader while the leader rate is over
+``leader.replication.throttled.rate``, gets that partition empty (nothing is read), as Kafka's
+``shouldLeaderThrottle``; the bytes of every throttled partition sent to any follower are
+counted once the answer is final.
+
 Long poll: with less than ``min_bytes`` available and ``max_wait_ms`` > 0 the request waits in
 the purgatory, woken whenever the high watermark of one of its partitions moves; it re-reads
 after each wake-up and answers when ``min_bytes`` is reached, a partition errs, or the time is
@@ -63,6 +69,8 @@ async def handle(ctx: BrokerContext, header, request) -> FetchResponse:
         reads = _read_all(ctx, request, refused)
         if not woken:
             break
+    if request.replica_id >= 0 and ctx.replication_quotas is not None:
+        _record_throttled(ctx, request, reads)
     return _response(request, reads)
 
 
@@ -123,8 +131,28 @@ def _read_partition(ctx: BrokerContext, request, topic: str, fetch, max_bytes: i
     epoch_error = partition.leader_epoch_error(fetch.current_leader_epoch)
     if epoch_error != ErrorCode.NONE:
         return ReadResult(epoch_error)
+    quotas = ctx.replication_quotas
+    if (request.replica_id >= 0 and quotas is not None and quotas.leader.should_throttle(
+            topic, fetch.partition, request.replica_id in partition.isr, ctx.now_ms())):
+        return partition.read(fetch.fetch_offset, 0, request.isolation_level, False, request.replica_id)
     return partition.read(fetch.fetch_offset, max(0, max_bytes), request.isolation_level,
                           min_one_batch, request.replica_id)
+
+
+def _record_throttled(ctx: BrokerContext, request, reads: list[ReadResult]) -> None:
+    """Count the bytes of throttled partitions, in sync or not (``sizeOfThrottledPartitions``)."""
+    quota = ctx.replication_quotas.leader
+    if not quota.throttled:
+        return
+    position = iter(reads)
+    size = 0
+    for topic in request.topics:
+        for fetch in topic.partitions:
+            read = next(position)
+            if read.records and quota.is_throttled(topic.topic, fetch.partition):
+                size += len(read.records)
+    if size:
+        quota.record(size, ctx.now_ms())
 
 
 def _response(request, reads: list[ReadResult]) -> FetchResponse:
