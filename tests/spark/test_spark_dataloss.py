@@ -1,15 +1,17 @@
 """failOnDataLoss against a real cluster: retention deleted records a query still had to read
 (the executor-side check against the log start offset), and a topic deleted under a running
-stream (the driver-side "partitions are gone" check)."""
+stream (the driver-side "partitions are gone" check), and DeleteRecords past a stream's checkpoint."""
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import pytest
 from pyspark.errors import PySparkException
 
 from broker.client import AdminClient
+from broker.client.partition_admin import delete_records
 
 from spark_helpers import create_topic, log_bounds, produce, source, unique, wait_until
 
@@ -95,3 +97,25 @@ def test_stream_notices_a_deleted_topic(spark, cluster, tmp_path):
     assert failed.exception() is not None and f"{topic}-0 are gone" in str(failed.exception())
     done, seen = run_stream(spark, cluster, topic, str(tmp_path / "false"), "false", "earliest")
     assert done.exception() is None and seen == []
+
+
+def test_stream_and_batch_after_delete_records(spark, cluster, tmp_path):
+    """DeleteRecords (kafka-delete-records, issue 18) moves the log start past where a stream's
+    checkpoint stands: restarted, the stream fails with failOnDataLoss=true, naming the offsets
+    gone; with false (a copy of the same checkpoint) it skips to the new log start and reads the
+    rest. (A batch read meets the same executor-side check: test_batch_read_fails_on_lost_records.)"""
+    topic = create_topic(cluster.bootstrap, unique("delrec"))
+    produce(cluster.bootstrap, topic, 20)
+    checkpoint = tmp_path / "checkpoint"
+    done, seen = run_stream(spark, cluster, topic, str(checkpoint), "true", "earliest")
+    assert done.exception() is None and sorted(seen) == list(range(20))
+    produce(cluster.bootstrap, topic, 30, start=20)
+    with AdminClient(cluster.bootstrap) as admin:
+        assert delete_records(admin, {(topic, 0): 35}) == {(topic, 0): (35, 0)}
+    shutil.copytree(checkpoint, tmp_path / "copy")
+    failed, _ = run_stream(spark, cluster, topic, str(checkpoint), "true", "earliest")
+    assert failed.exception() is not None
+    assert f"Cannot fetch offsets 20 to 34 of {topic}-0" in str(failed.exception())
+    assert "failOnDataLoss" in str(failed.exception())
+    done, seen = run_stream(spark, cluster, topic, str(tmp_path / "copy"), "false", "earliest")
+    assert done.exception() is None and sorted(seen) == list(range(35, 50))
