@@ -132,6 +132,7 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_leader_log_end_offset: int = -1
     last_fetch_ms: int = 0
+    log_start_offset: int = -1  # as the follower's last fetch said (DeleteRecords' low watermark)
 
 
 @dataclass(frozen=True)
@@ -531,13 +532,16 @@ class Partition:
     # ---------------------------------------------------------------- leader: followers
 
     def record_follower_fetch(self, replica_id: int, fetch_offset: int,
-                              now_ms: int | None = None) -> IsrChange | None:
-        """A follower fetched from ``fetch_offset`` (its log end offset): Kafka
-        ``updateFollowerFetchState`` + ``maybeExpandIsr`` + ``maybeIncrementLeaderHW``. Returns
-        an ISR expansion to write, if the follower just caught up."""
+                              now_ms: int | None = None, log_start_offset: int = -1) -> IsrChange | None:
+        """A follower fetched from ``fetch_offset`` (its log end offset) and said its log start
+        offset: Kafka ``updateFollowerFetchState`` + ``maybeExpandIsr`` + ``maybeIncrementLeaderHW``.
+        Returns an ISR expansion to write, if the follower just caught up."""
         follower = self.followers.get(replica_id) if self.is_leader else None
         if follower is None:
             return None
+        if log_start_offset > follower.log_start_offset:
+            follower.log_start_offset = log_start_offset
+            self._on_high_watermark(self.key)  # DeleteRecords waiters re-check the low watermark
         now = self._now_ms() if now_ms is None else now_ms
         leader_end = self.log.log_end_offset
         if fetch_offset >= leader_end:
@@ -695,7 +699,21 @@ class Partition:
                              f"{self.topic}-{self.partition} since it is larger than the high watermark "
                              f"{self.high_watermark}")
         self.log.increment_log_start_offset(target)
+        self._on_high_watermark(self.log_end_key)  # follower long polls answer: they learn it now
         return self.log.log_start_offset
+
+    @property
+    def low_watermark(self) -> int:
+        """The lowest log start offset over the leader and the followers in the ISR (Kafka's
+        ``lowWatermarkIfLeader`` takes every follower on a live broker; the leader here knows
+        the ISR, not liveness): DeleteRecords is answered once it reaches the asked offset.
+        A follower that has not said its log start offset yet counts as -1."""
+        low = self.log.log_start_offset
+        for replica_id in self.isr:
+            follower = self.followers.get(replica_id)
+            if follower is not None and replica_id != self.local_broker_id:
+                low = min(low, follower.log_start_offset)
+        return low
 
     def on_log_start_offset_moved(self) -> None:
         """After retention: a high watermark below the log start offset follows it up."""

@@ -73,6 +73,25 @@ def test_high_watermark_is_the_minimum_log_end_over_the_isr():
     assert leader.high_watermark == 3
 
 
+def test_delete_records_low_watermark_is_the_lowest_log_start_over_the_isr():
+    """Kafka's lowWatermarkIfLeader: DeleteRecords is answered once every in-sync follower has
+    moved its log start offset too (it says so in its next fetch)."""
+    leader, woken = partition(1, Clock())
+    lead(leader, isr=(1, 2))
+    append(leader, ["a", "b", "c"])
+    leader.record_follower_fetch(2, 3, log_start_offset=0)
+    assert leader.high_watermark == 3
+    woken.clear()
+    assert leader.delete_records(2) == 2
+    assert leader.log_end_key in woken  # follower long polls answer: they learn the new start
+    assert leader.low_watermark == 0
+    leader.record_follower_fetch(3, 3, log_start_offset=1)  # not in the ISR: does not count
+    assert leader.low_watermark == 0
+    woken.clear()
+    leader.record_follower_fetch(2, 3, log_start_offset=2)
+    assert leader.low_watermark == 2 and leader.key in woken  # the DeleteRecords waiter re-checks
+
+
 def test_a_caught_up_follower_outside_the_isr_holds_the_high_watermark_back():
     """Kafka 2.x: so that a replica about to join is not outrun."""
     clock = Clock()

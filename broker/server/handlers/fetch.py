@@ -98,8 +98,8 @@ def _record_follower_fetches(ctx: BrokerContext, request) -> dict[tuple[str, int
             if error != ErrorCode.NONE:
                 refused[(topic.topic, fetch.partition)] = error
                 continue
-            ctx.replicas.submit_isr_change(
-                partition.record_follower_fetch(request.replica_id, fetch.fetch_offset))
+            ctx.replicas.submit_isr_change(partition.record_follower_fetch(
+                request.replica_id, fetch.fetch_offset, log_start_offset=fetch.log_start_offset))
     return refused
 
 
