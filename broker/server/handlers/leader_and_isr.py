@@ -7,10 +7,13 @@ incarnation); one from an older controller epoch than already seen is STALE_CONT
 version) is answered STALE_CONTROLLER_EPOCH, as Kafka does, and changes nothing; a partition
 that does not list this broker is UNKNOWN_TOPIC_OR_PARTITION; a state that breaks the znode's
 rules (negative epoch, duplicate ISR members) is INVALID_REQUEST. Applying a state opens the
-partition's log if needed and starts or stops its follower fetcher.
+partition's log if needed (a topic this broker's metadata does not know yet with its overrides
+read from ZooKeeper first) and starts or stops its follower fetcher.
 """
 
 from __future__ import annotations
+
+import logging
 
 from broker.cluster.layout import PartitionState
 from broker.server.context import BrokerContext
@@ -19,6 +22,7 @@ from broker.wire import ApiKey, ErrorCode, LeaderAndIsrResponse
 __all__ = ["API_KEY", "handle", "error_response", "partition_states"]
 
 API_KEY = ApiKey.LEADER_AND_ISR
+logger = logging.getLogger(__name__)
 _Error = LeaderAndIsrResponse.LeaderAndIsrPartitionError
 
 
@@ -44,17 +48,36 @@ async def handle(ctx: BrokerContext, header, request) -> LeaderAndIsrResponse:
         states.append(((topic, p.partition_index), tuple(p.replicas), state, p.zk_version))
     snapshot = ctx.metadata.snapshot
     configs = {name: topic.config for name, topic in snapshot.topics.items()}
+    unknown = {topic for topic, _ in entries if topic not in snapshot.topics}
+    if unknown:  # the controller knew of these topics before our ZooKeeper watch did
+        configs.update(await _read_configs(ctx, unknown))
     error, applied = ctx.replicas.become_leader_or_follower(request.controller_epoch, states, configs)
     if error != ErrorCode.NONE:
         return _every(entries, error)
     errors.update(applied)
-    unknown = {topic for topic, _ in entries if topic not in snapshot.topics}
-    if unknown:  # the controller knew of these topics before our ZooKeeper watch did
+    if unknown:
         ctx.request_metadata_refresh(topics=unknown)
     return LeaderAndIsrResponse(error_code=ErrorCode.NONE, partition_errors=[
         _Error(topic_name=topic, partition_index=p.partition_index,
                error_code=errors.get((topic, p.partition_index), ErrorCode.NONE))
         for topic, p in entries])
+
+
+async def _read_configs(ctx: BrokerContext, topics: set[str]) -> dict[str, dict[str, str]]:
+    """A new topic's overrides from ``/config/topics/<t>`` before its log opens (Kafka reads
+    them from ZooKeeper when it creates the log), so it never starts with the broker's defaults.
+    A topic whose config cannot be read now opens with the defaults and picks its overrides up
+    from the metadata refresh, as before."""
+    store = ctx.config_store
+    found = {}
+    for topic in sorted(topics):
+        if store is None:
+            break
+        try:
+            found[topic] = dict(await store.read("topics", topic))
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: the refresh brings the config
+            logger.warning("reading the config of new topic %s failed: %s", topic, exc)
+    return found
 
 
 def _every(entries, error_code: int) -> LeaderAndIsrResponse:
