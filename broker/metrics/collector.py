@@ -51,7 +51,7 @@ class SnapshotCollector:
         yield from _logs(state)
         yield from _cleaner(state["cleaner"])
         yield from _groups(state["groups"])
-        yield from _transactions(state["transactions"])
+        yield from _transactions(state["transactions"], state.get("transactions_ended", {}))
         yield from _authentication(state.get("authentication", {}))
 
 
@@ -128,9 +128,16 @@ def _groups(groups: list):
     yield from (members, lag, current, lag_sum)
 
 
-def _transactions(txns: list):
+def _transactions(txns: list, ended: dict):
     yield GaugeMetricFamily("kafka_coordinator_transaction_open", "Transactions open (Ongoing or Prepare*) "
                             "on this coordinator", value=len(txns))
     yield GaugeMetricFamily("kafka_coordinator_transaction_oldest_open_age_seconds",
                             "Age of the oldest open transaction (0 when none)",
                             value=(txns[0]["age_ms"] / 1000.0) if txns else 0.0)
+    ended_total = CounterMetricFamily("kafka_coordinator_transaction_ended",
+                                      "Transactions ended by this coordinator, by result (counted when the "
+                                      "Prepare* record is written); aborted includes its own aborts "
+                                      "(transaction timeout, InitProducerId fencing)", labels=["result"])
+    for result, count in sorted(ended.items()):
+        ended_total.add_metric([result], count)
+    yield ended_total

@@ -80,9 +80,6 @@ class RequestMetrics:
         self.rebalances = Counter("kafka_server_group_coordinator_metrics_group_completed_rebalance",
                                   "Rebalances whose join phase completed (the leader's JoinGroup answered NONE)",
                                   registry=registry)
-        self.txn_ended = Counter("kafka_coordinator_transaction_ended",
-                                 "Transactions ended by EndTxn and answered NONE, by result",
-                                 ["result"], registry=registry)
         self._per_api: dict[int, tuple] = {}
         self._per_topic: dict[str, tuple] = {}
         self._per_error: dict[tuple[int, int], object] = {}
@@ -91,7 +88,6 @@ class RequestMetrics:
             ApiKey.FETCH: self._fetch,
             ApiKey.OFFSET_COMMIT: self._offset_commit,
             ApiKey.TXN_OFFSET_COMMIT: self._offset_commit,
-            ApiKey.END_TXN: self._end_txn,
             ApiKey.JOIN_GROUP: self._join_group,
         }
 
@@ -175,10 +171,6 @@ class RequestMetrics:
         """One count per rebalance: only the leader's answer names itself as leader."""
         if response is not None and response.error_code == 0 and response.leader == response.member_id:
             self.rebalances.inc()
-
-    def _end_txn(self, request, response) -> None:
-        if response is not None and response.error_code == 0:
-            self.txn_ended.labels("committed" if request.committed else "aborted").inc()
 
 
 _PLANS: dict[type, tuple] = {}

@@ -56,6 +56,8 @@ def broker_state(broker_id: int, now_ms: int, snapshot, partitions, *, is_contro
         "cleaner": _cleaner(cleaner_stats),
         "groups": _groups(group_core, ends) if group_core is not None else [],
         "transactions": _transactions(txn_core, now_ms) if txn_core is not None else [],
+        # decisions carried out by this coordinator, by result (copied: the core goes on counting)
+        "transactions_ended": dict(txn_core.ended) if txn_core is not None else {},
         # SASL listeners' authentication counters (copied: the gates go on counting)
         "authentication": {name: dict(counts) for name, counts in sorted((authentication or {}).items())},
     }

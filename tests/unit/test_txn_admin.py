@@ -177,3 +177,20 @@ def test_expired_ids_are_written_as_one_batch_and_a_failed_batch_keeps_them():
     d.tick(10_000)
     d.complete_write(next(iter(d.appends)))
     assert all(d.state(t) is None for t in "abc")
+
+
+def test_ended_counts_each_decision_once_and_the_coordinators_own_aborts():
+    """``core.ended`` feeds kafka_coordinator_transaction_ended_total: a retried EndTxn is not a
+    second decision, and a timeout or an InitProducerId fence is an abort like any other."""
+    d = Driver(TxnSettings(num_partitions=1, abort_timed_out_check_interval_ms=1_000))
+    pid, epoch = _open(d, "a")
+    assert d.answer(d.end(pid, epoch, True, tid="a")).error_code == 0
+    assert d.answer(d.end(pid, epoch, True, tid="a")).error_code == 0  # the client's retry
+    assert d.core.ended == {"committed": 1, "aborted": 0}
+    _open(d, "timed-out", timeout_ms=5_000)
+    d.tick(6_100)
+    assert d.state("timed-out").state is TxnState.CompleteAbort
+    _open(d, "fenced")
+    assert d.answer(d.init("fenced")).error_code == CONCURRENT  # its open transaction is aborted
+    assert d.state("fenced").state is TxnState.CompleteAbort
+    assert d.core.ended == {"committed": 1, "aborted": 2}

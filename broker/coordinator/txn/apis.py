@@ -183,6 +183,7 @@ def end_transaction(core, shard, meta: TxnMetadata, producer_id: int, producer_e
                 if fencing:
                     meta.has_failed_epoch_fence = True
                 return done(code, now)
+            core.ended["committed" if commit else "aborted"] += 1
             return done(rsp.NONE, now) + core.send_markers(shard, meta, now)
         return [core.write(shard, meta, transit, written)]
     same = {S.CompleteCommit: commit, S.CompleteAbort: not commit,

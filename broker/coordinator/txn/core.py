@@ -133,6 +133,11 @@ class TxnCoordinatorCore:
         self._deferred: list[Effect] = []     # replies owed from begin_load (which returns none)
         self._next_abort_check_ms: int | None = None
         self._next_expire_check_ms: int | None = None
+        # Decisions carried out here since start, by result: counted when the Prepare* record is
+        # written (a retried EndTxn is not counted twice), and aborts the coordinator makes on its
+        # own (transaction.timeout.ms ran out; InitProducerId fencing an open transaction) count
+        # as aborted. Read by the metrics snapshot (kafka_coordinator_transaction_ended_total).
+        self.ended: dict[str, int] = {"committed": 0, "aborted": 0}
 
     # -- requests -------------------------------------------------------------------------------
     def handle(self, token, api_key: int, api_version: int, request, now_ms: int) -> list[Effect]:
