@@ -89,11 +89,11 @@ def _client_versions() -> dict[int, tuple[int, int]]:
     }
     # The codec parses InitProducerId v5-6 (KIP-890's TRANSACTION_ABORTABLE, KIP-939's 2PC);
     # the producer handles neither yet, so it does not offer them. The transactional producer
-    # speaks EndTxn v5 (transaction version 2: the epoch bumped at every EndTxn, KIP-890 part 2)
-    # and otherwise transaction version 1: TxnOffsetCommit <= 4 (v5 implies AddOffsetsToTxn),
-    # AddPartitionsToTxn <= 3 (explicit; v4+ are the brokers' KIP-890 verify requests, sent by
-    # broker/server/txn_verify.py on its own), Produce without v12's implicit add.
-    maximum = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.END_TXN: 5, ApiKey.TXN_OFFSET_COMMIT: 4,
+    # speaks transaction version 2 (KIP-890 part 2) where the broker finalizes it: EndTxn v5,
+    # Produce v12 and TxnOffsetCommit v5 add their partitions implicitly
+    # (broker/client/transactions.py caps Produce at 11 and TxnOffsetCommit at 4 otherwise).
+    # AddPartitionsToTxn <= 3 (v4+ are the brokers' KIP-890 requests, broker/server/txn_verify.py).
+    maximum = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.END_TXN: 5, ApiKey.TXN_OFFSET_COMMIT: 5,
                ApiKey.ADD_PARTITIONS_TO_TXN: 3, ApiKey.ADD_OFFSETS_TO_TXN: 4}
     return {
         int(key): (minimum.get(key, spec.valid.low), maximum.get(key, spec.valid.high))
@@ -159,6 +159,8 @@ class BrokerConnection:
         self._next_correlation_id = 0
         self._broker_versions: dict[int, tuple[int, int]] = {}
         self.api_versions_version: int | None = None  # the ApiVersions version that worked
+        # KIP-584 features the broker finalized ({name: max level}; v3+ answers carry them)
+        self.finalized_features: dict[str, int] = {}
         self._security = self._config.security
         self._tls = False  # the current socket is an SSLSocket
         self._reauthenticate_at_ms: float | None = None  # KIP-368
@@ -508,6 +510,8 @@ class BrokerConnection:
             if code == ErrorCode.NONE:
                 self._broker_versions = advertised
                 self.api_versions_version = version
+                self.finalized_features = {f.name: f.max_version_level
+                                           for f in getattr(response, "finalized_features", None) or ()}
                 return
             next_version = _fallback_version(version, code, advertised)
             if next_version is None:

@@ -179,6 +179,9 @@ class Sender:
         self.txn_added: set[tuple[str, int]] | None = set() if settings.transactional_id else None
         self.txn_failure: KafkaError | None = None
         self.txn_client = None  # a TxnCoordinatorClient, set by Transactions
+        # transaction version 2 (KIP-890 part 2, set by Transactions): no AddPartitionsToTxn,
+        # Produce v12 has the leader add the partition; else Produce at most v11
+        self.txn_v2 = False
         # connection -> (socket it went out on, batches) per request in flight, oldest first
         self._inflight: dict[object, deque[tuple[object, list[ProducerBatch]]]] = {}
         self._watched: dict[object, object] = {}  # connection -> socket registered in the selector
@@ -320,12 +323,16 @@ class Sender:
             need_pid = (self._s.idempotent and self._producer_id < 0 and not self._acc.empty
                         and now >= self._pid_retry_at and self.txn_added is None)
             to_add = self._partitions_to_add(now)
-        self._needs_background = need_pid or bool(self._state.metadata_wanted) or bool(to_add)
+        self._needs_background = need_pid or bool(self._state.metadata_wanted) or (bool(to_add) and not self.txn_v2)
         if need_pid:
             if not background:
                 return True
             self._init_producer_id()
-        if to_add and background:
+        if to_add and self.txn_v2:
+            with self._state.lock:  # Produce v12 adds them: no round trip before the first batch
+                self.txn_added.update(to_add)
+                self._state.stats["txn_partitions_added"] += len(to_add)
+        elif to_add and background:
             self._add_partitions(to_add)
         # answers and broken connections first: they free slots, fix leaders
         if readable is None:
@@ -610,7 +617,9 @@ class Sender:
         conn = request.conn
         timeout = self._s.config.request_timeout_ms + _RESPONSE_MARGIN_MS
         try:
-            version = conn.version_for(ApiKey.PRODUCE)
+            # transaction version 1: not v12, which a transaction version 2 broker reads as "add it"
+            version = conn.version_for(ApiKey.PRODUCE, max_version=0x7FFF if self.txn_v2 or self.txn_added is None
+                                       else 11)
             conn.send(ApiKey.PRODUCE, body, version, expect_response=self._s.acks != 0, timeout_ms=timeout)
         except KafkaError as exc:  # the connection is closed: what was in flight on it is lost too
             self._connection_failed(conn, exc)

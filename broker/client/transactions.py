@@ -23,6 +23,10 @@ Semantics (Java's ``KafkaProducer``/``TransactionManager``; state machine in ``t
 * ``send`` is legal only inside a transaction. Before a partition's first batch, the I/O thread
   sends AddPartitionsToTxn for every partition that is new to the transaction at that moment
   (one request); Produce requests carry the transactional id and batches the transactional bit.
+  Transaction version 2 (KIP-890 part 2; the coordinator finalizes ``transaction.version`` 2,
+  checked at ``init_transactions``): no AddPartitionsToTxn and no AddOffsetsToTxn -- Produce v12
+  and TxnOffsetCommit v5 have the partition leader add the partition -- and every EndTxn bumps
+  the epoch (a new producer id once the epoch is exhausted).
 * ``commit_transaction`` flushes, then sends EndTxn(commit). A batch that failed (or a failed
   AddPartitionsToTxn) makes it raise ``TransactionAbortableError``: abort and go on.
   ``abort_transaction`` fails what was not sent yet, waits for what is in flight, then
@@ -134,8 +138,10 @@ class Transactions:
         self._move(TxnEvent.INIT)
         pid, epoch = self._coordinated(lambda deadline: self.client.init_producer_id(
             self.transaction_timeout_ms, deadline), timeout_ms)
+        version = self._coordinated(self.client.transaction_version, timeout_ms)
         with self._sender._io_lock:
             self._sender.set_producer(pid, epoch)
+            self._sender.txn_v2 = version >= 2
         self._move(TxnEvent.INIT_DONE)
 
     def begin(self) -> None:
@@ -159,11 +165,13 @@ class Transactions:
         group = {"group_id": group_metadata} if isinstance(group_metadata, str) else dict(group_metadata)
         self._move(TxnEvent.SEND_OFFSETS)
         pid, epoch = self._sender.producer_id, self._sender.producer_epoch
-        self._coordinated(lambda deadline: self.client.add_offsets(pid, epoch, group["group_id"], deadline),
-                          timeout_ms)
+        version = 2 if self._sender.txn_v2 else 1
+        if version < 2:  # transaction version 2: TxnOffsetCommit v5 adds the offsets partition
+            self._coordinated(lambda deadline: self.client.add_offsets(pid, epoch, group["group_id"], deadline),
+                              timeout_ms)
         self._offsets_added = True
-        self._coordinated(lambda deadline: self.client.txn_offset_commit(pid, epoch, offsets, group, deadline),
-                          timeout_ms)
+        self._coordinated(lambda deadline: self.client.txn_offset_commit(
+            pid, epoch, offsets, group, deadline, transaction_version=version), timeout_ms)
 
     def commit(self, timeout_ms: float | None) -> None:
         if self.state is TxnState.ABORTABLE_ERROR:

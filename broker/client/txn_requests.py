@@ -16,9 +16,10 @@ commitTransaction" rule).
 
 Versions (caps in ``connection._client_versions``): EndTxn v5 where the coordinator offers it
 (transaction version 2's epoch bump at every EndTxn, KIP-890 part 2: ``end_txn`` returns the
-producer id and epoch to go on with); otherwise, and for everything else, transaction version 1:
-AddPartitionsToTxn <= 3 (explicit: the implicit add of Produce v12 is not offered; v4+ are
-brokers' requests), TxnOffsetCommit <= 4, AddOffsetsToTxn <= 4, InitProducerId <= 4.
+producer id and epoch to go on with). Where the coordinator finalizes transaction version 2
+(``transaction_version``) the producer sends no AddPartitionsToTxn/AddOffsetsToTxn: Produce v12
+and TxnOffsetCommit v5 have their partitions added implicitly; otherwise AddPartitionsToTxn
+<= 3 (v4+ are brokers' requests), TxnOffsetCommit <= 4. AddOffsetsToTxn <= 4, InitProducerId <= 4.
 """
 
 from __future__ import annotations
@@ -79,8 +80,21 @@ class TxnCoordinatorClient:
         self._call(ApiKey.ADD_OFFSETS_TO_TXN, body, lambda r: r.error_code, deadline_ms, "AddOffsetsToTxn",
                    max_version=4)
 
+    def transaction_version(self, deadline_ms: float) -> int:
+        """2 when the coordinator finalizes ``transaction.version`` 2 (KIP-584 features in its
+        ApiVersions) and offers Produce v12, EndTxn v5 and TxnOffsetCommit v5 (Java's
+        ``TransactionManager.isTransactionV2Enabled``); else 1."""
+        conn = self._coordinator((KEY_TYPE_TRANSACTION, self.transactional_id), deadline_ms)
+        conn.connect()
+        offered = conn.broker_api_versions
+        if (conn.finalized_features.get("transaction.version", 0) >= 2
+                and offered.get(ApiKey.PRODUCE, (0, -1))[1] >= 12 and offered.get(ApiKey.END_TXN, (0, -1))[1] >= 5
+                and offered.get(ApiKey.TXN_OFFSET_COMMIT, (0, -1))[1] >= 5):
+            return 2
+        return 1
+
     def txn_offset_commit(self, producer_id: int, producer_epoch: int, offsets: dict, group: dict,
-                          deadline_ms: float) -> None:
+                          deadline_ms: float, transaction_version: int = 1) -> None:
         """TxnOffsetCommit to the group's coordinator; ``offsets`` maps (topic, partition) to an
         offset, (offset, metadata) or an ``OffsetAndMetadata``; ``group`` is ``Consumer.group_metadata()`` (or just
         ``{"group_id": ...}``: generation -1 and no member id, which the coordinator does not
@@ -103,8 +117,9 @@ class TxnCoordinatorClient:
             codes = [p.error_code for t in response.topics for p in t.partitions if p.error_code]
             return codes[0] if codes else ErrorCode.NONE
 
+        # v5 (transaction version 2): the group coordinator adds the offsets partition itself
         self._call(ApiKey.TXN_OFFSET_COMMIT, body, error_of, deadline_ms, "TxnOffsetCommit",
-                   key=(KEY_TYPE_GROUP, group["group_id"]), max_version=4)
+                   key=(KEY_TYPE_GROUP, group["group_id"]), max_version=5 if transaction_version >= 2 else 4)
 
     def end_txn(self, producer_id: int, producer_epoch: int, committed: bool,
                 deadline_ms: float) -> tuple[int, int] | None:

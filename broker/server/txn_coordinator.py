@@ -51,13 +51,15 @@ from broker.server.coordinator_runtime import (
     DeadlineTimer, LoadRetry, decode_chunks, read_chunks, read_for_load, wait_for_partition,
 )
 from broker.server.txn_markers import MarkerJob, MarkerSender
-from broker.wire import ErrorCode
+from broker.server.txn_verify import ADD_VERSION, add_request, first_code as _first_code
+from broker.wire import ApiKey, ErrorCode
 
 __all__ = ["TxnCoordinatorService", "TxnServiceSettings", "TxnServiceStatistics"]
 
 logger = logging.getLogger(__name__)
 
 TOPIC = TRANSACTION_STATE_TOPIC_NAME
+ADD_PARTITIONS_TO_TXN = ApiKey.ADD_PARTITIONS_TO_TXN
 
 
 @dataclass(frozen=True)
@@ -137,12 +139,21 @@ class TxnCoordinatorService:
         return partition_for(transactional_id, self._settings.num_partitions) in self._led
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     topic: str, partition: int) -> int:
-        """KIP-890 part 1: may this transactional produce go to (topic, partition)?"""
+                     topic: str, partition: int, add: bool = False) -> int:
+        """KIP-890 part 1: may this transactional produce go to (topic, partition)? ``add``
+        (part 2, transaction version 2: a Produce v12 or TxnOffsetCommit v5): add the partition
+        to the producer's transaction instead, starting one if none is open, as a partition
+        leader's AddPartitionsToTxn v5 that is not verify-only (Kafka's AddPartitionsToTxnManager)."""
         if self.coordinates(transactional_id):
+            if add:
+                return _first_code(await self.handle(ADD_PARTITIONS_TO_TXN, ADD_VERSION, add_request(
+                    transactional_id, producer_id, producer_epoch, topic, partition)))
             return self.core.verify(transactional_id, producer_id, producer_epoch, topic, partition)
         if self._remote_verify is None:
             return ErrorCode.NOT_COORDINATOR
+        if add:
+            return await self._remote_verify(transactional_id, producer_id, producer_epoch, topic, partition,
+                                             add=True)
         return await self._remote_verify(transactional_id, producer_id, producer_epoch, topic, partition)
 
     def _apply(self, effects) -> None:

@@ -25,11 +25,31 @@ from broker.coordinator.txn.core import partition_for
 from broker.server.inter_broker import InterBrokerConnection
 from broker.wire import AddPartitionsToTxnRequest, ApiKey, ErrorCode
 
-__all__ = ["RemoteTxnVerifier", "VERIFY_VERSION"]
+__all__ = ["RemoteTxnVerifier", "VERIFY_VERSION", "ADD_VERSION", "add_request", "first_code"]
 
 VERIFY_VERSION = 4  # v5 only adds TRANSACTION_ABORTABLE answers
+ADD_VERSION = 5     # the implicit add of transaction version 2 (Kafka's AddPartitionsToTxnManager sends v5)
 _Transaction = AddPartitionsToTxnRequest._nested["transactions"][0]
 _Topic = _Transaction._nested["topics"][0]
+
+
+def add_request(transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
+                partition: int) -> AddPartitionsToTxnRequest:
+    """The broker form adding one partition to a producer's transaction (not verify-only)."""
+    return AddPartitionsToTxnRequest(transactions=[_Transaction(
+        transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+        verify_only=False, topics=[_Topic(name=topic, partitions=[partition])])])
+
+
+def first_code(response) -> int:
+    """The answer for the one partition of ``add_request``'s response."""
+    if response.error_code != ErrorCode.NONE:
+        return response.error_code
+    for result in response.results_by_transaction:
+        for topic_result in result.topic_results:
+            for p in topic_result.results_by_partition:
+                return p.partition_error_code
+    return ErrorCode.INVALID_TXN_STATE
 
 
 class RemoteTxnVerifier:
@@ -44,7 +64,9 @@ class RemoteTxnVerifier:
         self.requests = 0
 
     async def __call__(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       topic: str, partition: int) -> int:
+                       topic: str, partition: int, add: bool = False) -> int:
+        """The coordinator's answer for (topic, partition): verify-only, or with ``add`` the
+        implicit add of transaction version 2 (a request of its own at ``ADD_VERSION``)."""
         snapshot = self._snapshot()
         state_topic = snapshot.topics.get(TRANSACTION_STATE_TOPIC_NAME)
         view = None if state_topic is None else state_topic.partitions.get(
@@ -59,7 +81,7 @@ class RemoteTxnVerifier:
             destination = self._connections[key] = _Destination(InterBrokerConnection(
                 endpoint.host, endpoint.port, self._client_id, self._timeout_s))
         future = asyncio.get_running_loop().create_future()
-        destination.pending.append(((transactional_id, producer_id, producer_epoch), (topic, partition), future))
+        destination.pending.append(((transactional_id, producer_id, producer_epoch, add), (topic, partition), future))
         while not future.done():
             async with destination.lock:
                 if not future.done():
@@ -70,9 +92,10 @@ class RemoteTxnVerifier:
         """One request for every verification waiting for this destination (those that came
         while the previous one was in flight), at most one producer per transactional id."""
         batch, rest, ids = [], [], {}
+        add = destination.pending[0][0][3]  # one kind per request: verify-only or add
         for item in destination.pending:
-            (tid, pid, epoch), _, _ = item
-            if ids.setdefault(tid, (pid, epoch)) == (pid, epoch):
+            (tid, pid, epoch, item_add), _, _ = item
+            if item_add == add and ids.setdefault(tid, (pid, epoch)) == (pid, epoch):
                 batch.append(item)
             else:
                 rest.append(item)
@@ -81,12 +104,13 @@ class RemoteTxnVerifier:
         for producer, (topic, partition), _ in batch:
             by_producer.setdefault(producer, {}).setdefault(topic, []).append(partition)
         request = AddPartitionsToTxnRequest(transactions=[
-            _Transaction(transactional_id=tid, producer_id=pid, producer_epoch=epoch, verify_only=True,
+            _Transaction(transactional_id=tid, producer_id=pid, producer_epoch=epoch, verify_only=not add,
                          topics=[_Topic(name=t, partitions=ps) for t, ps in topics.items()])
-            for (tid, pid, epoch), topics in by_producer.items()])
+            for (tid, pid, epoch, _), topics in by_producer.items()])
         self.requests += 1
         try:
-            response = await destination.connection.request(ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, request)
+            response = await destination.connection.request(ApiKey.ADD_PARTITIONS_TO_TXN,
+                                                             ADD_VERSION if add else VERIFY_VERSION, request)
         except Exception as exc:
             for _, _, future in batch:
                 if not future.done():
@@ -97,7 +121,7 @@ class RemoteTxnVerifier:
             for topic_result in result.topic_results:
                 for p in topic_result.results_by_partition:
                     answers[(result.transactional_id, topic_result.name, p.partition_index)] = p.partition_error_code
-        for (tid, _, _), (topic, partition), future in batch:
+        for (tid, _, _, _), (topic, partition), future in batch:
             if not future.done():
                 future.set_result(response.error_code if response.error_code != ErrorCode.NONE
                                   else answers.get((tid, topic, partition), ErrorCode.INVALID_TXN_STATE))

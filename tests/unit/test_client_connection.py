@@ -105,7 +105,7 @@ def test_negotiates_with_api_versions_v3_and_picks_common_versions(broker_factor
     assert request.client_software_name == "pylog-client"
     assert conn.api_versions_version == 3
     assert conn.version_for(ApiKey.METADATA) == 5
-    assert conn.version_for(ApiKey.PRODUCE) == 10
+    assert conn.version_for(ApiKey.PRODUCE) == 12
     with pytest.raises(KafkaError) as info:
         conn.version_for(ApiKey.FETCH)  # broker 0-3, client needs 4+
     assert info.value.code == ErrorCode.UNSUPPORTED_VERSION and "Fetch" in str(info.value)

@@ -60,7 +60,7 @@ def test_pipelined_txn_offset_commits_reach_the_coordinator_in_request_order(mon
     header = SimpleNamespace(api_version=3, client_id="c")
     verifier = ctx.txn_verifier
 
-    async def verify(ctx_, request):  # the handler's verification step, minus the partition lookup
+    async def verify(ctx_, request, api_version):  # the handler's verification step, minus the partition lookup
         return await verifier.verify(request.transactional_id, request.producer_id,
                                      request.producer_epoch, "__consumer_offsets", 0), None
     monkeypatch.setattr(txn_offset_commit, "_verify", verify)

@@ -204,3 +204,52 @@ def test_markers_on_consumer_offsets_tell_the_group_coordinator(tmp_path):
         assert h.replicas.get("__consumer_offsets", 0).log.log_end_offset == 1
     finally:
         h.close()
+
+
+class AddingCoordinator:
+    """``ctx.txn`` for Produce v12: answers each implicit add from a script (then NONE) and
+    writes a marker of the producer between the first two asks, as the previous transaction's
+    marker lands while the coordinator still answers CONCURRENT_TRANSACTIONS."""
+
+    def __init__(self, harness, answers) -> None:
+        self.harness, self.answers, self.asked = harness, list(answers), []
+
+    async def verify(self, transactional_id, producer_id, producer_epoch, topic, partition, add=False):
+        self.asked.append((topic, partition, add))
+        if len(self.asked) == 1:
+            await write_txn_markers.handle(self.harness.context, None, WriteTxnMarkersRequest.from_dict({
+                "markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
+                             "transaction_result": True, "coordinator_epoch": 0,
+                             "topics": [{"name": topic, "partition_indexes": [partition]}]}]}))
+        return self.answers.pop(0) if self.answers else ErrorCode.NONE
+
+
+def test_produce_v12_adds_the_partition_and_retries_concurrent_transactions(harness):
+    """Transaction version 2: Produce v12 asks ``ctx.txn`` to add the partition (not the
+    verifier, which a disabled verification would make accept anything); CONCURRENT_TRANSACTIONS
+    is asked again (Kafka's add.partitions.to.txn.retry.backoff.ms) with a fresh guard, since the
+    marker written in between dropped the first one. Produce v9 still only verifies."""
+    harness.context.txn_verifier = ScriptedVerifier({("events", 0): ErrorCode.INVALID_TXN_STATE})
+    harness.context.txn = coordinator = AddingCoordinator(harness, [ErrorCode.CONCURRENT_TRANSACTIONS])
+    request = {"transactional_id": "tx", "acks": -1, "timeout_ms": 1000,
+               "topic_data": [{"name": "events", "partition_data": [{"index": 0, "records": txn_batch(["a"])}]}]}
+    answer = run(harness.call(PRODUCE, 12, request)).responses[0].partition_responses[0]
+    assert answer.error_code == ErrorCode.NONE and coordinator.asked == [("events", 0, True)] * 2
+    assert harness.context.txn_verifier.asked == []
+    request["topic_data"][0]["partition_data"][0]["records"] = txn_batch(["b"], epoch=1)
+    assert run(harness.call(PRODUCE, 9, request)).responses[0].partition_responses[0].error_code \
+        == ErrorCode.INVALID_TXN_STATE
+
+
+def test_api_versions_finalizes_transaction_version_2():
+    """Java clients take transaction version 2 from the finalized feature (with an epoch >= 0);
+    v3 answers leave out a supported feature whose minimum is 0 (KAFKA-17011)."""
+    from broker.server.handlers.api_versions import supported_response
+    from broker.wire import ApiVersionsResponse
+    from broker.wire.frame import decode_response, encode_response
+    for version, supported in ((4, [("transaction.version", 0, 2)]), (3, [])):
+        _, decoded = decode_response(18, version, encode_response(18, version, 1, supported_response(version)))
+        assert [(f.name, f.max_version_level, f.min_version_level) for f in decoded.finalized_features] == \
+            [("transaction.version", 2, 2)]
+        assert decoded.finalized_features_epoch >= 0 and isinstance(decoded, ApiVersionsResponse)
+        assert [(f.name, f.min_version, f.max_version) for f in decoded.supported_features] == supported

@@ -170,13 +170,13 @@ def test_supported_versions_match_the_full_profile():
     DescribeTopicPartitions), plus the classic group APIs at Kafka 4.1's ranges (issue 14; see
     test_wire_group_apis.py), plus the transaction APIs (issue 15)."""
     assert dict(SUPPORTED_API_VERSIONS) == {
-        0: (0, 10), 1: (4, 12), 2: (0, 7), 3: (0, 12), 4: (0, 4), 5: (0, 3), 6: (0, 6), 7: (1, 3),
-        10: (0, 4), 18: (0, 4), 19: (0, 7), 20: (0, 6), 22: (0, 4), 23: (2, 4), 32: (0, 4),
+        0: (0, 12), 1: (4, 12), 2: (0, 7), 3: (0, 12), 4: (0, 4), 5: (0, 3), 6: (0, 6), 7: (1, 3),
+        10: (0, 4), 18: (0, 4), 19: (0, 7), 20: (0, 6), 22: (0, 5), 23: (2, 4), 32: (0, 4),
         46: (0, 0), 60: (0, 2), 75: (0, 0),
         8: (2, 9), 9: (1, 9), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5),
         42: (0, 2), 47: (0, 0),
         # transactions (issue 15; see test_server_txn_handlers.py for the differences from Kafka 4.1)
-        24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (1, 1), 28: (0, 4), 61: (0, 0), 65: (0, 0), 66: (0, 1),
+        24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (1, 1), 28: (0, 5), 61: (0, 0), 65: (0, 0), 66: (0, 1),
         # ACL admin (issue 17 part 2; Kafka 4.1's versions)
         29: (1, 3), 30: (1, 3), 31: (1, 3),
         # authentication (issue 17 part 1; Kafka 4.1's versions)

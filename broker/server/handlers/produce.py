@@ -1,4 +1,4 @@
-"""Produce (key 0), v3-10 served (v0-2 are answered UNSUPPORTED_VERSION by the dispatcher).
+"""Produce (key 0), v3-12 served (v0-2 are answered UNSUPPORTED_VERSION by the dispatcher).
 
 Per partition: UNKNOWN_TOPIC_OR_PARTITION (3) or NOT_LEADER_OR_FOLLOWER (6) when this broker
 does not lead it; records that are not exactly one magic-2 batch get INVALID_RECORD (87) or
@@ -28,7 +28,10 @@ the request at once): INVALID_TXN_STATE (48) when the partition is not in the pr
 transaction, the fencing errors as they are, a coordinator that is loading, moving or busy as
 NOT_ENOUGH_REPLICAS (19, retriable, as Kafka). Without a verifier every such batch gets 48:
 librdkafka treats it as permanent for those messages (a transactional producer aborts) instead
-of retrying forever.
+of retrying forever. KIP-890 part 2 (transaction version 2, v12): the client sent no
+AddPartitionsToTxn; the leader has the coordinator add the partition (``ask_coordinator`` with
+``add``), which also starts the transaction; CONCURRENT_TRANSACTIONS (the previous one still
+writing markers) is asked again for up to 100 ms before it becomes NOT_ENOUGH_REPLICAS.
 acks=0 gets no response at all (a failure closes the connection instead). acks=-1 is refused
 with NOT_ENOUGH_REPLICAS (19) when the ISR is smaller than ``min.insync.replicas`` (nothing is
 appended), else waits in the purgatory until the high watermark passes the batch (at once while
@@ -53,6 +56,7 @@ from broker.replica.transactions import produce_error_for_verification
 from broker.server.append_order import produce_order
 from broker.server.context import BrokerContext
 from broker.server.handlers.common import local_leader
+from broker.server.handlers.txn_common import ask_coordinator
 from broker.server.handlers.produce_shape import is_transactional, records_shape_error
 from broker.server.network import CloseConnection
 from broker.wire import ApiKey, ErrorCode, ProduceResponse
@@ -74,7 +78,7 @@ async def handle(ctx: BrokerContext, header, request) -> ProduceResponse | None:
     order = produce_order()
     ticket = order.take()  # before the first await: tickets follow request order
     try:
-        refused, verified = await _verify_transactions(ctx, request)
+        refused, verified = await _verify_transactions(ctx, request, header.api_version >= 12)
         await order.wait_turn(ticket)  # every earlier Produce on this connection has appended
         results: dict[tuple[str, int], AppendResult] = dict(refused)
         for topic in request.topic_data:
@@ -100,10 +104,11 @@ def _no_response(results: dict) -> None:
     return None
 
 
-async def _verify_transactions(ctx: BrokerContext, request) -> tuple[dict, dict]:
+async def _verify_transactions(ctx: BrokerContext, request, add: bool) -> tuple[dict, dict]:
     """KIP-890 part 1: ask the coordinator about every partition where a transactional batch
-    would open the producer's transaction. Returns (refused partitions with their result,
-    verified partitions with the verification guard the append must present)."""
+    would open the producer's transaction (``add``, Produce v12: have it added, part 2).
+    Returns (refused partitions with their result, verified partitions with the verification
+    guard the append must present)."""
     asks = {}
     for topic in request.topic_data:
         for data in topic.partition_data:
@@ -112,27 +117,24 @@ async def _verify_transactions(ctx: BrokerContext, request) -> tuple[dict, dict]
             partition, _ = local_leader(ctx, topic.name, data.index)
             header = read_header(data.records)
             if partition is not None and partition.needs_txn_verification(header):
-                asks[(topic.name, data.index)] = (header, partition.start_txn_verification(header.producer_id))
+                asks[(topic.name, data.index)] = (header, partition)
     if not asks:
         return {}, {}
-    verifier = ctx.txn_verifier
-    if verifier is None:
-        errors = [ErrorCode.INVALID_TXN_STATE] * len(asks)
-    else:
-        errors = await asyncio.gather(*(
-            verifier.verify(request.transactional_id, h.producer_id, h.producer_epoch, *key)
-            for key, (h, _) in asks.items()), return_exceptions=True)
+    answers = await asyncio.gather(*(
+        ask_coordinator(ctx, request.transactional_id, h.producer_id, h.producer_epoch, *key, add=add,
+                        start_guard=lambda p=p, pid=h.producer_id: p.start_txn_verification(pid))
+        for key, (h, p) in asks.items()), return_exceptions=True)
     refused, verified = {}, {}
-    for key, error in zip(asks, errors):
-        if isinstance(error, BaseException):
-            error = ErrorCode.NOT_ENOUGH_REPLICAS  # the coordinator could not be asked: retriable
-        error = produce_error_for_verification(error)
+    for key, answer in zip(asks, answers):
+        # the coordinator could not be asked: retriable
+        error, guard = (ErrorCode.NOT_ENOUGH_REPLICAS, None) if isinstance(answer, BaseException) else answer
+        answered, error = error, produce_error_for_verification(error)
         if error == ErrorCode.NONE:
-            verified[key] = asks[key][1]
+            verified[key] = guard
         else:
             refused[key] = AppendResult(error, error_message=(
-                f"transactional produce to {key[0]}-{key[1]} not verified by the transaction "
-                f"coordinator: {ErrorCode(error).name}"))
+                f"transactional produce to {key[0]}-{key[1]} not {'added' if add else 'verified'} by the "
+                f"transaction coordinator: {ErrorCode(answered).name}"))
     return refused, verified
 
 

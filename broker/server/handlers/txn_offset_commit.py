@@ -1,7 +1,7 @@
-"""TxnOffsetCommit (key 28), v0-4 served: a transactional producer commits a consumer group's
-offsets inside its transaction (KIP-98; v3+ carry the member's generation, KIP-447). Kafka 4.1
-also advertises v5, the transaction-version-2 form that adds the offsets partition implicitly
-(KIP-890 part 2), which pylog does not serve (it serves EndTxn v5's epoch bump only).
+"""TxnOffsetCommit (key 28), v0-5 served: a transactional producer commits a consumer group's
+offsets inside its transaction (KIP-98; v3+ carry the member's generation, KIP-447). v5 is
+transaction version 2 (KIP-890 part 2): the client sent no AddOffsetsToTxn, so the group's
+offsets partition is added to the transaction here (the same implicit add as Produce v12).
 
 As Kafka's ``KafkaApis.handleTxnOffsetCommitRequest``: a partition the cluster does not have is
 answered UNKNOWN_TOPIC_OR_PARTITION (3) here. Then, as Kafka's coordinator runtime does for a
@@ -22,6 +22,7 @@ from broker.replica.transactions import produce_error_for_verification
 from broker.server.append_order import connection_order
 from broker.server.context import BrokerContext
 from broker.server.handlers.common import local_leader
+from broker.server.handlers.txn_common import ask_coordinator
 from broker.server.handlers.group_common import (
     merge_partition_errors,
     per_partition_response,
@@ -49,7 +50,7 @@ async def handle(ctx: BrokerContext, header, request) -> TxnOffsetCommitResponse
         order = connection_order("txn_offset_commit")
         ticket = order.take()  # before the first await: tickets follow request order
         try:
-            error, guard = await _verify(ctx, request)
+            error, guard = await _verify(ctx, request, header.api_version)
             await order.wait_turn(ticket)
             if error != ErrorCode.NONE:
                 response = error_response(header, forwarded, error)
@@ -62,10 +63,11 @@ async def handle(ctx: BrokerContext, header, request) -> TxnOffsetCommitResponse
     return _response(request, answered)
 
 
-async def _verify(ctx: BrokerContext, request) -> tuple[int, object | None]:
+async def _verify(ctx: BrokerContext, request, api_version: int) -> tuple[int, object | None]:
     """(error, guard): the KIP-890 verification of the group's offsets partition, when this
     broker leads it and the producer has no transaction open there at its epoch (a later commit
-    of the same transaction needs none). Not led here: the core answers NOT_COORDINATOR."""
+    of the same transaction needs none); v5 (transaction version 2): its implicit add instead.
+    Not led here: the core answers NOT_COORDINATOR."""
     index = partition_for(request.group_id, ctx.groups.core.settings.num_partitions)
     partition, _ = local_leader(ctx, GROUP_METADATA_TOPIC_NAME, index)
     if partition is None:
@@ -74,15 +76,13 @@ async def _verify(ctx: BrokerContext, request) -> tuple[int, object | None]:
     if (entry is not None and entry.producer_epoch == request.producer_epoch
             and entry.current_txn_first_offset >= 0):
         return ErrorCode.NONE, None
-    guard = partition.start_txn_verification(request.producer_id)
-    verifier = ctx.txn_verifier
-    if verifier is None:
-        return ErrorCode.INVALID_TXN_STATE, None
     try:
-        error = await verifier.verify(request.transactional_id, request.producer_id,
-                                      request.producer_epoch, GROUP_METADATA_TOPIC_NAME, index)
+        error, guard = await ask_coordinator(
+            ctx, request.transactional_id, request.producer_id, request.producer_epoch,
+            GROUP_METADATA_TOPIC_NAME, index, add=api_version >= 5,
+            start_guard=lambda: partition.start_txn_verification(request.producer_id))
     except Exception:  # the coordinator could not be asked: retriable (as produce's verification)
-        error = ErrorCode.NOT_ENOUGH_REPLICAS
+        error, guard = ErrorCode.NOT_ENOUGH_REPLICAS, None
     error = produce_error_for_verification(error)
     if error == ErrorCode.NONE:
         return error, guard

@@ -324,7 +324,7 @@ API_SPECS: MappingProxyType[int, ApiSpec] = MappingProxyType({spec.key: spec for
 
 # (min, max) per api key, sent in our ApiVersions response.
 SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyType({
-    ApiKey.PRODUCE: (0, 10),
+    ApiKey.PRODUCE: (0, 12),  # v12: transaction version 2's implicit add (handlers/produce.py)
     ApiKey.FETCH: (4, 12),
     # v0 is gone from Kafka 4 (KIP-896) but served: Debian's Burrow 1.2.1 sends it.
     ApiKey.LIST_OFFSETS: (0, 7),
@@ -339,7 +339,7 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (0, 7),
     ApiKey.DELETE_TOPICS: (0, 6),
-    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),  # v5 = v4 (TRANSACTION_ABORTABLE allowed); v6 (KIP-939) unstable in Kafka 4.1
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     # ACL admin (issue 17), Kafka 4.1's versions (v0 is gone, KIP-896).
@@ -370,10 +370,10 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
     # Transactions (broker/server/txn_coordinator.py), at Kafka 4.1's versions except
-    # ListTransactions v2 (KIP-1152 id pattern). EndTxn v5 bumps the epoch at every EndTxn
-    # (KIP-890 part 2); the rest of transaction version 2 (Produce v12's implicit
-    # AddPartitionsToTxn, TxnOffsetCommit v5) is not served, so ApiVersions does not finalize
-    # the transaction.version feature: Java clients then stay at transaction version 1.
+    # ListTransactions v2 (KIP-1152 id pattern). Transaction version 2 (KIP-890 part 2) is
+    # served and finalized in ApiVersions (transaction.version 2, handlers/api_versions.py):
+    # EndTxn v5 bumps the epoch at every EndTxn, Produce v12 and TxnOffsetCommit v5 add their
+    # partition to the transaction implicitly, so Java clients skip AddPartitionsToTxn/AddOffsetsToTxn.
     # AddPartitionsToTxn v4-5 are the broker-to-broker verification form (KIP-890 part 1), which
     # clients never send; advertised, as by Kafka, so that other brokers' requests are served.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
@@ -384,8 +384,8 @@ SUPPORTED_API_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyTyp
     ApiKey.WRITE_TXN_MARKERS: (1, 1),  # broker to broker; Kafka 4.1 serves v1 only (KIP-896)
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # as Kafka 4.1 (kafka-transactions describe-producers, find-hanging)
     # The group coordinator's (txn_offsets); v5 is transaction version 2 (KIP-890 part 2: the
-    # offsets partition added implicitly), not advertised as EndTxn v5.
-    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+    # offsets partition added implicitly, handlers/txn_offset_commit.py).
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),
     # Authentication (broker/server/authenticator.py), at Kafka 4.1's versions.
     ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 2),

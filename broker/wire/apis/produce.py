@@ -1,9 +1,11 @@
-"""Produce (key 0). The spec covers v0-10; the server advertises from v0 (librdkafka gates
+"""Produce (key 0). The spec covers v0-12; the server advertises from v0 (librdkafka gates
 compression on it, reference pitfall 8.1) but answers v0-2 with UNSUPPORTED_VERSION, since
 those carry the old MessageSet formats.
 
 v3 TransactionalId (KIP-98), v5 LogStartOffset, v8 RecordErrors/ErrorMessage (KIP-467),
-v9 flexible, v10 tagged CurrentLeader/NodeEndpoints (KIP-951). ``records`` stays raw bytes.
+v9 flexible, v10 tagged CurrentLeader/NodeEndpoints (KIP-951), v11 (TRANSACTION_ABORTABLE may be
+answered) and v12 (transaction version 2: the leader adds the partition to the producer's
+transaction itself, KIP-890 part 2) the same bytes as v10. ``records`` stays raw bytes.
 acks=0 requests get no response at all (the server's job, not the codec's).
 """
 
@@ -13,7 +15,7 @@ from broker.wire.schema import INT16, INT32, INT64, RECORDS, STRING, array, fiel
 PRODUCE = api(
     0,
     "Produce",
-    valid="0-10",
+    valid="0-12",
     flexible="9+",
     request=[
         field("transactional_id", STRING, "3+", nullable="3+", default=None),
