@@ -101,6 +101,18 @@ class ClusterView:
         return {name: sorted(meta.partitions) for name, meta in snapshot.topics.items()
                 if meta.error_code == ErrorCode.NONE and not meta.is_internal and meta.partitions}
 
+    def check_authorized(self, topics: Iterable[str]) -> None:
+        """Ask for ``topics`` by name (topics a full listing left out): a topic the principal may
+        not describe is hidden from the listing but answered TOPIC_AUTHORIZATION_FAILED when
+        named, which fails the query as Kafka's consumer does (TopicAuthorizationException),
+        instead of reading it as an empty topic. Topics that do not exist pass."""
+        snapshot = self._admin.cluster.refresh(topics)
+        denied = sorted(name for name, meta in snapshot.topics.items()
+                        if meta.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        if denied:
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                             f"Not authorized to access topics: [{', '.join(denied)}]")
+
     def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return self._list(tps, "earliest")
 

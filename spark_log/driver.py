@@ -117,6 +117,9 @@ def take_snapshot(
     ``specs`` need, and the group's offsets if a spec is ``group``."""
     def take() -> LogSnapshot:
         topics = view.topic_partitions()
+        named = options.subscription.topics or tuple(t for t, _ in options.subscription.assigned)
+        if any(t not in topics for t in named):  # not listed: absent, or hidden by the ACLs
+            view.check_authorized({t for t in named if t not in topics})
         partitions, missing = resolve_subscription(options.subscription, topics)
         queries = [(tp, ts) for spec in specs for tp, ts in timestamp_queries(spec, partitions).items()]
         committed = {}

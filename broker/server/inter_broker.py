@@ -15,7 +15,11 @@ listener (``inter.broker.listener.name``), so its TLS context and SASL credentia
 per broker process with ``configure_security`` (before any connection opens): TLS when the
 listener is SSL/SASL_SSL, then the SASL exchange (``sasl.mechanism.inter.broker.protocol`` with the
 listener's JAAS ``username``/``password``) before the first request. A refused login is an
-``InterBrokerError`` like any other failure.
+``InterBrokerError`` like any other failure. When the listener answers a session lifetime
+(KIP-368, ``connections.max.reauth.ms``), the connection authenticates again on the same socket
+before the request that follows 85 % of it, as Kafka's own clients do; without that the other
+broker would close it at the first request after the lifetime (a replica fetch or controller
+request lost, then a reconnect).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import struct
+import time
 from dataclasses import dataclass
 
 from typing import Callable
@@ -35,6 +40,7 @@ __all__ = ["InterBrokerConnection", "InterBrokerError", "RESPONSE_BYTES_MAX", "I
 
 _SIZE = struct.Struct(">i")
 RESPONSE_BYTES_MAX = 128 * 1024 * 1024  # above a fetch response of replica.fetch.response.max.bytes
+REAUTH_AT_FRACTION = 0.85  # of the session lifetime: re-authenticate after this much of it
 
 
 class InterBrokerError(Exception):
@@ -61,8 +67,11 @@ def configure_security(security: InterBrokerSecurity) -> None:
 
 class InterBrokerConnection:
     def __init__(self, host: str, port: int, client_id: str, timeout_s: float,
-                 response_bytes_max: int = RESPONSE_BYTES_MAX) -> None:
+                 response_bytes_max: int = RESPONSE_BYTES_MAX,
+                 monotonic_s: Callable[[], float] = time.monotonic) -> None:
         self.host, self.port = host, port
+        self._monotonic_s = monotonic_s
+        self._reauthenticate_at_s: float | None = None  # KIP-368: the session's renewal time
         self._client_id = client_id
         self._timeout_s = timeout_s
         self._response_bytes_max = response_bytes_max
@@ -81,6 +90,8 @@ class InterBrokerConnection:
             async with asyncio.timeout(timeout):
                 if self._writer is None:
                     await self._connect()
+                elif self._reauthenticate_at_s is not None and self._monotonic_s() >= self._reauthenticate_at_s:
+                    await self._authenticate()
                 correlation_id, data = await self._round_trip(api_key, api_version, body)
         except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
             await self.close()
@@ -99,15 +110,22 @@ class InterBrokerConnection:
         context = security.ssl_context
         self._reader, self._writer = await asyncio.open_connection(
             self.host, self.port, ssl=context, server_hostname=self.host if context else None)
+        self._reauthenticate_at_s = None
         if security.sasl is not None:
-            async def request(api_key, version, body):
-                correlation_id, data = await self._round_trip(api_key, version, body)
-                return self._decode(api_key, version, correlation_id, data)
+            await self._authenticate()
 
-            try:
-                await security.sasl().exchange_async(request)
-            except SaslAuthenticationError as exc:
-                raise InterBrokerError(f"{self.address}: SASL authentication failed: {exc}") from None
+    async def _authenticate(self) -> None:
+        """The SASL exchange on the open connection: first login, or a KIP-368 renewal."""
+        async def request(api_key, version, body):
+            correlation_id, data = await self._round_trip(api_key, version, body)
+            return self._decode(api_key, version, correlation_id, data)
+
+        try:
+            lifetime_ms = await _SECURITY.sasl().exchange_async(request)
+        except SaslAuthenticationError as exc:
+            raise InterBrokerError(f"{self.address}: SASL authentication failed: {exc}") from None
+        self._reauthenticate_at_s = (self._monotonic_s() + lifetime_ms * REAUTH_AT_FRACTION / 1000
+                                     if lifetime_ms else None)
 
     async def _round_trip(self, api_key: int, api_version: int, body) -> tuple[int, bytes]:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF

@@ -323,3 +323,48 @@ def test_broker_start_runs_in_the_foreground_until_sigterm(zk_connect, tmp_path)
 def test_broker_start_with_a_missing_config_is_one_line(tmp_path):
     line = _one_line_error(pylog("broker", "start", "--config", str(tmp_path / "missing.properties")))
     assert line.startswith("pylog broker: cannot read") and "missing.properties" in line
+
+
+def test_up_security_prints_settings_a_client_logs_in_with(tmp_path):
+    """``pylog cluster up --security`` (one broker): the printed client settings - SASL_SSL,
+    SCRAM-SHA-256 as the generated admin, the generated CA - produce and read back with pylog's
+    client; the same settings with another password are refused with SASL_AUTHENTICATION_FAILED,
+    and a plaintext client gets no answer on the TLS port."""
+    from broker.client import AdminClient, ClientConfig, KafkaError
+    from broker.client.consumer import Consumer
+    from broker.client.producer import Producer
+    from broker.client.properties import (consumer_options_from_properties, parse_properties,
+                                          producer_options_from_properties)
+    from broker.client.security import client_security
+    from broker.tools.broker_process import answers_api_versions
+    from broker.tools.cluster_security import probe_context
+
+    c = Cluster(tmp_path / "secure", "--security")
+    try:
+        up = ok(c.up())
+        printed = parse_properties(up.stdout)
+        assert printed["bootstrap.servers"] == c.bootstrap
+        assert (printed["security.protocol"], printed["sasl.mechanism"]) == ("SASL_SSL", "SCRAM-SHA-256")
+        assert printed["ssl.truststore.location"] == str((c.dir / "security" / "ca.pem").resolve())
+        settings = {k: v for k, v in printed.items() if k != "bootstrap.servers"}
+        with AdminClient(c.bootstrap, config=ClientConfig(security=client_security(settings))) as admin:
+            admin.create_topics("secured", 1, 1)
+        with Producer(c.bootstrap, **producer_options_from_properties({**settings, "acks": "all"})) as producer:
+            producer.send("secured", b"over-sasl-ssl").get(timeout_ms=30_000)
+        options = consumer_options_from_properties({**settings, "auto.offset.reset": "earliest"})
+        with Consumer(c.bootstrap, **options) as consumer:
+            consumer.assign([("secured", 0)])
+            seen = []
+            _wait_for(lambda: seen.extend(r.value for r in consumer.poll(500)) or seen, timeout_s=30)
+        assert seen == [b"over-sasl-ssl"]
+
+        password = (c.dir / "security" / "admin.password").read_text().strip()
+        wrong = {**settings, "sasl.jaas.config": settings["sasl.jaas.config"].replace(password, "not-the-password")}
+        with pytest.raises(KafkaError) as refused:
+            with AdminClient(c.bootstrap, config=ClientConfig(security=client_security(wrong))) as admin:
+                admin.list_topics()
+        assert refused.value.code == 58  # SASL_AUTHENTICATION_FAILED
+        assert answers_api_versions("127.0.0.1", c.port, 5.0, ssl_context=probe_context(c.dir))
+        assert not answers_api_versions("127.0.0.1", c.port, timeout_s=2.0)  # plaintext on the TLS port
+    finally:
+        ok(c.down())

@@ -11,7 +11,8 @@ nothing. SCRAM-SHA-512 sessions on the SASL_SSL listener last 2 s
 (``listener.name.sasl_ssl.scram-sha-512.connections.max.reauth.ms``, Kafka's per-mechanism
 prefix), so bob (SCRAM-SHA-512) re-authenticates while alice's and the broker's own sessions
 (PLAIN) are left alone; the broker's Prometheus endpoint shows Kafka's socket-server counters.
-The Spark source and sink against ACLs are in tests/spark/test_spark_security.py.
+The Spark source and sink against ACLs are in tests/spark/test_spark_security.py (here: the
+source's driver-side planning only).
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ def acl_secure(zookeeper, tmp_path_factory):
                                        "listener.name.sasl_ssl.scram-sha-512.connections.max.reauth.ms":
                                            str(REAUTH_MS),
                                        "metrics.port": str(metrics_port), "metrics.snapshot.interval.ms": "200"})
+    c = None
     try:
         c = AclSecureCluster(cluster, metrics_port)
         upsert = UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
@@ -109,6 +111,8 @@ def acl_secure(zookeeper, tmp_path_factory):
         c.grant("User:alice", ResourceType.GROUP, "alice-", AclOperation.READ, pattern=ResourcePatternType.PREFIXED)
         yield c
     finally:
+        if c is not None:
+            c.admin = None  # librdkafka's handle goes before the broker (no reconnect noise)
         cluster.stop()
 
 
@@ -207,6 +211,30 @@ def test_pylog_client_allowed_and_denied(acl_secure):
         send("carol")
     assert refused.value.code == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
+
+
+def test_spark_source_planning_refuses_a_topic_it_may_not_describe(acl_secure):
+    """The Spark source's driver (no Spark needed): carol's subscribe names a topic her listing
+    hides; planning fails with TOPIC_AUTHORIZATION_FAILED as Kafka's consumer fails with
+    TopicAuthorizationException, instead of reading an empty topic. alice's plan has the partition."""
+    from broker.client import KafkaError as PylogKafkaError
+    from spark_log.driver import plan_batch_read
+    from spark_log.options import BATCH, parse_source_options
+    c = acl_secure
+
+    def plan(user: str):
+        return plan_batch_read(parse_source_options({
+            "kafka.bootstrap.servers": c.bootstrap, "subscribe": c.topic, "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-256", "kafka.ssl.truststore.location": c.ca,
+            "kafka.sasl.jaas.config": SCRAM_JAAS.format(user, f"{user}-secret"), "fetchOffset.numRetries": "0"},
+            BATCH))
+
+    assert _confluent_produce(c.confluent("alice"), c.topic, [b"for-spark"]) == [None]
+    assert [(r.topic, r.partition) for r in plan("alice").ranges] == [(c.topic, 0)]
+    with pytest.raises(PylogKafkaError) as refused:
+        plan("carol")
+    assert refused.value.code == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert str(refused.value).endswith(f"Not authorized to access topics: [{c.topic}]")
 
 # ------------------------------------------------------------------------------- host ACLs
 

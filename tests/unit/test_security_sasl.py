@@ -257,3 +257,54 @@ def test_gate_handshake_v0_then_raw_scram_tokens():
         assert network.principal() == "User:alice"
         assert await gate.handle(encode_request(ApiKey.METADATA, 1, 9, "t", {"topics": []})) == [b"served"]
     _in_connection(run)
+
+
+class _ApiVersionsDispatcher:
+    """Answers every authenticated request as ApiVersions (what the gate passes on)."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+
+    async def handle(self, frame):
+        from broker.wire import ApiVersionsResponse, decode_request, encode_response_chunks
+        self.frames += 1
+        header, _ = decode_request(frame, strict=False)
+        return encode_response_chunks(header.api_key, header.api_version, header.correlation_id,
+                                      ApiVersionsResponse(error_code=0, api_keys=[]))
+
+
+def test_inter_broker_connection_reauthenticates_before_its_session_ends():
+    """A broker's connection to another broker's SASL listener (a real ``KafkaServer`` with the
+    gate, sessions of 1000 ms on a shared fake clock): the request after 85 % of the lifetime is
+    preceded by a re-authentication on the same socket, so a request after the first session
+    would have ended is served, not closed."""
+    from broker.server import inter_broker
+    from broker.server.network import KafkaServer, NetworkLimits
+    now_ms = [0]
+    gate, _ = _gate(now_ms, reauth_ms=1000)
+    gate._dispatcher = dispatcher = _ApiVersionsDispatcher()
+    connections = []
+
+    async def main():
+        server = KafkaServer(gate, "127.0.0.1", 0, NetworkLimits(), authentication_required=True)
+        await server.start()
+        saved = inter_broker._SECURITY
+        inter_broker.configure_security(inter_broker.InterBrokerSecurity(
+            sasl=lambda: SaslClient("PLAIN", "admin", "admin-secret")))
+        connection = inter_broker.InterBrokerConnection("127.0.0.1", server.port, "broker-2", 5.0,
+                                                        monotonic_s=lambda: now_ms[0] / 1000)
+        try:
+            for at_ms in (0, 500, 900, 1500, 1800, 2600):
+                now_ms[0] = at_ms
+                assert (await connection.request(ApiKey.API_VERSIONS, 0, {})).error_code == 0
+                connections.append(id(connection._writer))
+        finally:
+            inter_broker.configure_security(saved)
+            await connection.close()
+            await server.close()
+    asyncio.run(main())
+    assert len(set(connections)) == 1  # one socket throughout
+    assert dispatcher.frames == 6
+    assert gate.counts["successful-authentication-total"] == 1
+    assert gate.counts["successful-reauthentication-total"] == 2  # at 900 and 1800 ms (sessions to 1900, 2800)
+    assert gate.counts["expired-connections-killed-count"] == 0
