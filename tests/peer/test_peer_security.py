@@ -27,12 +27,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from secure_cluster import ADMIN_JAAS, start_secure_cluster  # noqa: E402
 
 SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+REAUTH_MS = 1500
+# KIP-368 for SCRAM-SHA-512 sessions only (Kafka's listener + mechanism prefix): bob's
+REAUTH = {"listener.name.sasl_ssl.scram-sha-512.connections.max.reauth.ms": str(REAUTH_MS)}
 
 
 @pytest.fixture(scope="module")
 def sides(zookeeper, tmp_path_factory):
     pylog = start_secure_cluster(tmp_path_factory.mktemp("pylog-secure"), zookeeper.connect_string,
-                                 sys.modules["pylog_integration_fixtures"], brokers=1)
+                                 sys.modules["pylog_integration_fixtures"], brokers=1, overrides=REAUTH)
     kafka = None
     try:
         kafka = ApacheKafkaCluster(tmp_path_factory.mktemp("kafka-secure"), brokers=1)
@@ -49,13 +52,17 @@ def sides(zookeeper, tmp_path_factory):
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
             "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pylog.broker_pem),
             "ssl.truststore.type": "PEM", "ssl.truststore.location": pylog.ca,
+            **REAUTH,
         }
         kafka.start()
         from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-        upsert = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
-                                              b"alice-secret")
-        admin.alter_user_scram_credentials([upsert], request_timeout=30)["alice"].result()
+        upserts = [UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                                b"alice-secret"),
+                   UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                                b"bob-secret")]  # as secure_cluster makes them
+        for future in admin.alter_user_scram_credentials(upserts, request_timeout=30).values():
+            future.result()
         yield {"kafka": (sasl_port, pylog.ca, kafka.bootstrap), "pylog": (pylog.sasl_ports[0], pylog.ca, None)}
     finally:
         if kafka is not None:
@@ -143,3 +150,37 @@ def test_sasl_ssl_scram_answers_match_apache_kafka(sides):
     kafka, pylog = observe(sides["kafka"]), observe(sides["pylog"])
     differences = {k: (kafka[k], pylog[k]) for k in kafka if kafka[k] != pylog[k]}
     assert not differences, "\n".join(f"{k}: kafka {a!r} / pylog {b!r}" for k, (a, b) in differences.items())
+
+
+def test_session_lifetime_reauthentication_and_expiry_match_apache_kafka(sides):
+    """KIP-368 on both (bob's SCRAM-SHA-512 sessions last REAUTH_MS): the lifetime SaslAuthenticate
+    answers, a re-authentication on the same connection (SaslHandshake + SaslAuthenticate again)
+    that is answered and keeps the connection serving, and a connection that did not
+    re-authenticate closed at its first request after the lifetime, without an answer."""
+    import time
+
+    def login(sock) -> int:
+        return SaslClient("SCRAM-SHA-512", "bob", "bob-secret").exchange(lambda k, v, b: _request(sock, k, v, b), 2)
+
+    seen, idle, started = {}, {}, time.monotonic()
+    for name in ("kafka", "pylog"):
+        port, ca, _ = sides[name]
+        idle[name] = _connect(port, ca)
+        first = login(idle[name])
+        with _connect(port, ca) as sock:
+            renewed = (login(sock), login(sock))
+            served = _request(sock, 3, 1, {"topics": []}).brokers != []
+        seen[name] = {"lifetime": first, "renewed": renewed, "served after renewal": served}
+    deadline = started + REAUTH_MS / 1000 + 0.2  # both idle sessions are over after this
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+    for name, sock in idle.items():
+        with sock:
+            try:
+                _request(sock, 3, 1, {"topics": []})
+                seen[name]["request after the lifetime"] = "answered"
+            except (ConnectionError, OSError):
+                seen[name]["request after the lifetime"] = "closed"
+    assert seen["kafka"] == seen["pylog"] == {
+        "lifetime": REAUTH_MS, "renewed": (REAUTH_MS, REAUTH_MS), "served after renewal": True,
+        "request after the lifetime": "closed"}
