@@ -6,11 +6,12 @@ librdkafka and the broker's closing of a session that was not renewed.
 One broker for the module (``secure_cluster``: SASL_SSL for clients and the broker itself) with
 ``authorizer.class.name`` set, ``super.users=User:admin`` (the setup and the ACL grants run as
 admin, through CreateAcls) and no ``allow.everyone.if.no.acl.found``: what is not granted is
-denied. alice (SCRAM-SHA-256) is granted the module's topic and her groups; carol (SCRAM-SHA-256)
-nothing. SCRAM-SHA-512 sessions on the SASL_SSL listener last 2 s
+denied. alice (SCRAM-SHA-256) and bob (SCRAM-SHA-512) are granted the module's topic and their
+groups; carol (SCRAM-SHA-256) nothing. SCRAM-SHA-512 sessions on the SASL_SSL listener last 2 s
 (``listener.name.sasl_ssl.scram-sha-512.connections.max.reauth.ms``, Kafka's per-mechanism
-prefix), so bob (SCRAM-SHA-512) re-authenticates while alice's and the broker's own sessions
-(PLAIN) are left alone; the broker's Prometheus endpoint shows Kafka's socket-server counters.
+prefix), so bob's clients (Java, librdkafka) re-authenticate while alice's and the broker's own
+sessions (PLAIN) are left alone; the broker's Prometheus endpoint shows Kafka's socket-server
+counters.
 The Spark source and sink against ACLs are in tests/spark/test_spark_security.py (here: the
 source's driver-side planning only).
 """
@@ -109,6 +110,8 @@ def acl_secure(zookeeper, tmp_path_factory):
         c.grant("User:alice", ResourceType.TOPIC, c.topic, AclOperation.WRITE, AclOperation.READ,
                 AclOperation.DESCRIBE)
         c.grant("User:alice", ResourceType.GROUP, "alice-", AclOperation.READ, pattern=ResourcePatternType.PREFIXED)
+        c.grant("User:bob", ResourceType.TOPIC, c.topic, AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE)
+        c.grant("User:bob", ResourceType.GROUP, "bob-", AclOperation.READ, pattern=ResourcePatternType.PREFIXED)
         yield c
     finally:
         if c is not None:
@@ -169,24 +172,28 @@ def test_kafka_python_allowed_and_denied(acl_secure):
 
 
 def test_kafka_java_tools_allowed_and_denied(acl_secure, tmp_path):
-    """kafka-console-consumer as alice reads the topic in her group (READ on topic and group);
-    kafka-console-producer as carol is refused: Kafka's TopicAuthorizationException."""
+    """kafka-console-consumer as bob (SCRAM-SHA-512) reads the topic in his group (READ on topic
+    and group) and, running past his 2 s session lifetime, the Java client re-authenticates
+    (KIP-368) on its connections; kafka-console-producer as carol is refused: Kafka's
+    TopicAuthorizationException."""
     from broker.tools.kafka_peer import run_kafka_tool
     c = acl_secure
     assert _confluent_produce(c.confluent("alice"), c.topic, [b"for-java"]) == [None]
 
-    def properties(user: str):
+    def properties(user: str, mechanism: str = "SCRAM-SHA-256"):
         path = tmp_path / f"{user}.properties"
         path.write_text(f"security.protocol=SASL_SSL\nssl.truststore.type=PEM\nssl.truststore.location={c.ca}\n"
-                        f"sasl.mechanism=SCRAM-SHA-256\nsasl.jaas.config={SCRAM_JAAS.format(user, user + '-secret')}\n")
+                        f"sasl.mechanism={mechanism}\nsasl.jaas.config={SCRAM_JAAS.format(user, user + '-secret')}\n")
         return str(path)
 
-    consumed = run_kafka_tool("kafka-console-consumer", [
-        "--bootstrap-server", c.bootstrap, "--topic", c.topic, "--from-beginning", "--max-messages", "1",
-        "--group", "alice-java", "--consumer.config", properties("alice"), "--timeout-ms", "30000"])
-    assert consumed.returncode == 0, consumed.stderr.decode()[-2000:]
-    alices = {"ck-alice", "kp-alice", "for-java", "pylog-alice", "for-spark"}  # what she writes in this module
-    assert consumed.stdout.decode().splitlines()[0] in alices
+    before = c.metrics().get("successful_reauthentication", 0)
+    consumed = run_kafka_tool("kafka-console-consumer", [  # ends 4.5 s after the last record
+        "--bootstrap-server", c.bootstrap, "--topic", c.topic, "--from-beginning", "--group", "bob-java",
+        "--consumer.config", properties("bob", "SCRAM-SHA-512"), "--timeout-ms", "4500"])
+    assert "for-java" in consumed.stdout.decode().splitlines(), consumed.stderr.decode()[-2000:]
+    assert "AuthorizationException" not in consumed.stderr.decode()
+    _until(lambda: c.metrics().get("successful_reauthentication", 0) >= before + 2,
+           "the Java consumer's re-authentications counted")
     produced = run_kafka_tool("kafka-console-producer", [
         "--bootstrap-server", c.bootstrap, "--topic", c.topic, "--producer.config", properties("carol")],
         input=b"from-carol\n")
@@ -280,7 +287,6 @@ def test_librdkafka_reauthenticates_and_an_expired_session_is_closed(acl_secure)
 
     from broker.security.sasl_client import SaslClient
     c = acl_secure
-    c.grant("User:bob", ResourceType.TOPIC, c.topic, AclOperation.WRITE, AclOperation.DESCRIBE)
     before = c.metrics()
     context = ssl.create_default_context(cafile=c.ca)
     idle = context.wrap_socket(socket.create_connection(("127.0.0.1", c.secure.sasl_ports[0]), timeout=10),
