@@ -134,10 +134,13 @@ class ReplicaFetcherManager:
                     connection = None
                     session.on_failure(self._now_ms())
                     continue
-                if not sent:  # nothing to ask (roles are changing): wait for news, briefly
+                if not sent:  # nothing to ask (roles changing, or throttled): wait for news, briefly
                     wakeup.clear()
+                    wait_s = self.settings.backoff_ms / 1000
+                    if session.throttled_until_ms is not None:  # until the follower rate is back under
+                        wait_s = min(wait_s, max(0.001, (session.throttled_until_ms - self._now_ms()) / 1000))
                     try:
-                        async with asyncio.timeout(self.settings.backoff_ms / 1000):
+                        async with asyncio.timeout(wait_s):
                             await wakeup.wait()
                     except TimeoutError:
                         pass

@@ -91,6 +91,15 @@ class SimpleRate(Rate):
         oldest = min((s for s in self._starts if s is not None), default=now_ms)
         return max(now_ms - oldest, self._window_ms)
 
+    def ms_until_at_most(self, limit: float, now_ms: float) -> float:
+        """How long until the rate is down to ``limit`` units/s with nothing more recorded
+        (samples expiring on the way only bring it sooner)."""
+        if limit <= 0:
+            return float("inf")
+        self._purge(now_ms)
+        oldest = min((s for s in self._starts if s is not None), default=now_ms)
+        return max(0.0, oldest + max(sum(self._values) * 1000 / limit, self._window_ms) - now_ms)
+
 
 @dataclass
 class ReplicationQuota:
@@ -122,6 +131,12 @@ class ReplicationQuota:
         if limit is None or self._rate is None:
             return False
         return self._rate.measure(now_ms) > limit
+
+    def ms_until_under(self, now_ms: float) -> float:
+        """How long until ``is_quota_exceeded`` turns false (0 when it is false)."""
+        if not self.is_quota_exceeded(now_ms):
+            return 0.0
+        return self._rate.ms_until_at_most(self.rate_bytes_per_s, now_ms)
 
     def should_throttle(self, topic: str, partition: int, in_sync: bool, now_ms: float) -> bool:
         """Kafka's ``shouldLeaderThrottle`` / ``shouldFollowerThrottle``."""

@@ -29,6 +29,10 @@ def test_quota_exceeded_only_above_the_rate_and_only_when_a_rate_is_set():
     assert quota.is_quota_exceeded(500)
     assert not quota.is_quota_exceeded(5_000)  # 50 MB over 5 s = the rate: acceptable
     assert quota.is_quota_exceeded(4_999)
+    assert quota.ms_until_under(1_000) == 4_000  # the follower waits this long, not a whole backoff
+    quota.record(30_000_000, 4_000)
+    assert quota.ms_until_under(4_000) == 4_000 and quota.is_quota_exceeded(7_999)
+    assert not quota.is_quota_exceeded(8_000)
 
 
 def test_only_throttled_replicas_out_of_sync_are_held_back():
@@ -107,6 +111,7 @@ def test_the_follower_leaves_a_throttled_lagging_partition_out_until_it_is_in_sy
     fetch(1)  # one batch of two: lagging, and the bytes put the rate over 1 B/s
     assert follower.log.log_end_offset == 1 and quota.is_quota_exceeded(clock.now)
     assert session.fetch_requests(clock.now) == []
+    assert session.throttled_until_ms == clock.now + quota.ms_until_under(clock.now) > clock.now
     clock.now += 12_000  # the samples expire: under the rate again
     fetch(1 << 20)  # caught up with the high watermark: in sync, never held back again
     clock.now += 1
