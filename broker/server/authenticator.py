@@ -138,6 +138,8 @@ class SaslAuthenticator:
         mechanism = request.mechanism
         enabled = list(self._listener.mechanisms)
         if mechanism not in enabled:
+            self.counts["failed-reauthentication-total" if session.user is not None
+                        else "failed-authentication-total"] += 1
             response = SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled)
             raise AnswerAndClose(self._encode(header, response),
                                  f"unsupported SASL mechanism {mechanism!r} (enabled: {enabled})")

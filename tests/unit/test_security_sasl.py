@@ -237,7 +237,10 @@ def test_gate_session_lifetime_per_mechanism_and_the_counts():
     _in_connection(plain)
     with pytest.raises(Exception):
         _in_connection(lambda state: _exchange(gate, SaslClient("PLAIN", "admin", "guess")))
-    assert gate.counts == {"successful-authentication-total": 2, "failed-authentication-total": 1,
+    with pytest.raises(AnswerAndClose):  # an unsupported mechanism is a failed authentication too
+        _in_connection(lambda state: gate.handle(encode_request(ApiKey.SASL_HANDSHAKE, 1, 1, "t",
+                                                                {"mechanism": "GSSAPI"})))
+    assert gate.counts == {"successful-authentication-total": 2, "failed-authentication-total": 2,
                            "successful-reauthentication-total": 1, "failed-reauthentication-total": 0,
                            "expired-connections-killed-count": 1}
 
