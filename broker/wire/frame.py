@@ -56,6 +56,8 @@ __all__ = [
 ]
 
 _HEADER_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_SIZE_AND_CORRELATION = struct.Struct(">ii")  # a response's size prefix and correlation id
+_REQUEST_ENCODERS: dict[tuple[int, int], object] = {}  # (api_key, api_version) -> body encoder
 _SIZE = struct.Struct(">i")
 
 
@@ -89,6 +91,27 @@ def _view(frame) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
+# (api_key, api_version) -> (request header version, body decoder or None: not in the spec),
+# for the keys and versions of the spec only (a client may send any 32 bits here): a broker
+# looks each request's up once instead of the spec, its version ranges and the codec cache.
+_REQUEST_PLANS: dict[tuple[int, int], tuple] = {}
+# (api_key, api_version) -> (response header bytes after the correlation id, body encoder)
+_RESPONSE_PLANS: dict[tuple[int, int], tuple] = {}
+
+
+def _request_plan(api_key: int, api_version: int) -> tuple:
+    plan = _REQUEST_PLANS.get((api_key, api_version))
+    if plan is None:
+        spec = API_SPECS.get(api_key)
+        decode = None
+        if spec is not None and api_version in spec.valid:
+            decode = struct_decoder(spec.request, api_version, spec.is_flexible(api_version))
+        plan = (request_header_version(api_key, api_version), decode)
+        if decode is not None:
+            _REQUEST_PLANS[(api_key, api_version)] = plan
+    return plan
+
+
 def decode_request_header(frame) -> tuple[RequestHeader, int]:
     """Parse the request header; return it and the offset where the body starts. Works for any
     api key and version, so the server can always answer with the correlation id."""
@@ -96,7 +119,7 @@ def decode_request_header(frame) -> tuple[RequestHeader, int]:
     if len(buf) < _HEADER_PREFIX.size:
         raise MalformedRequest("RequestHeader", f"{_HEADER_PREFIX.size} bytes", f"{len(buf)} bytes", 0)
     api_key, api_version, correlation_id = _HEADER_PREFIX.unpack_from(buf, 0)
-    header_version = request_header_version(api_key, api_version)
+    header_version = _request_plan(api_key, api_version)[0]
     try:
         client_id, pos = prim.read_string(buf, _HEADER_PREFIX.size, "RequestHeader.client_id", True)
         tags = None
@@ -124,19 +147,19 @@ def decode_request(frame, *, strict: bool = True) -> tuple[RequestHeader, object
     parsed header) for keys and versions outside the spec, MalformedRequest for bad bytes."""
     buf = _view(frame)
     header, pos = decode_request_header(buf)
-    spec = API_SPECS.get(header.api_key)
-    if spec is None:
-        raise UnknownApiKey(header)
-    if header.api_version not in spec.valid:
+    decode = _request_plan(header.api_key, header.api_version)[1]
+    if decode is None:
+        spec = API_SPECS.get(header.api_key)
+        if spec is None:
+            raise UnknownApiKey(header)
         raise UnsupportedVersion(header, (spec.valid.low, spec.valid.high))
-    decode = struct_decoder(spec.request, header.api_version, spec.is_flexible(header.api_version))
     try:
         request, end = decode(buf, pos)
     except MalformedMessage as exc:
         raise MalformedRequest(exc.field, exc.expected, exc.found, exc.offset, header) from None
     if strict and end != len(buf):
         expected, found = f"{end - pos} body bytes", f"{len(buf) - pos} (trailing bytes)"
-        raise MalformedRequest(spec.request.name, expected, found, end, header)
+        raise MalformedRequest(API_SPECS[header.api_key].request.name, expected, found, end, header)
     return header, request
 
 
@@ -158,7 +181,15 @@ def encode_request_chunks(
     """Header + body as a list of buffers, without the size prefix: record sets are the caller's
     own buffers (zero-copy), so a client can send a 1 MiB Produce with ``sendmsg`` and never copy
     it. ``request`` is the API's request object or a dict of its fields."""
-    chunks = _encode_body(api_key, api_version, request, "request")
+    encode = _REQUEST_ENCODERS.get((api_key, api_version))
+    if encode is None:
+        chunks = _encode_body(api_key, api_version, request, "request")  # raises outside the spec
+        spec = API_SPECS[api_key]
+        _REQUEST_ENCODERS[(api_key, api_version)] = struct_encoder(
+            spec.request, api_version, spec.is_flexible(api_version))
+    else:
+        chunks = []
+        encode(request, chunks)
     chunks.insert(0, encode_request_header(api_key, api_version, correlation_id, client_id))
     return chunks
 
@@ -182,10 +213,23 @@ def _response_header(api_key: int, api_version: int, correlation_id: int) -> byt
 def encode_response_chunks(api_key: int, api_version: int, correlation_id: int, response) -> list:
     """The whole response *with* its 4-byte size prefix, as a list of bytes-like chunks for
     ``transport.writelines``: records are the caller's own buffers, never copied here."""
-    chunks = _encode_body(api_key, api_version, response, "response")
-    header = _response_header(api_key, api_version, correlation_id)
-    size = len(header) + sum(map(len, chunks))  # every chunk is bytes-like with 1-byte items
-    return [_SIZE.pack(size) + header, *chunks]
+    plan = _RESPONSE_PLANS.get((api_key, api_version))
+    if plan is None:
+        chunks = _encode_body(api_key, api_version, response, "response")  # raises outside the spec
+        spec = API_SPECS[api_key]
+        plan = _RESPONSE_PLANS[(api_key, api_version)] = (
+            b"\x00" if response_header_version(api_key, api_version) >= 1 else b"",
+            struct_encoder(spec.response, api_version, spec.is_flexible(api_version)))
+    else:
+        chunks = []
+        plan[1](response, chunks)
+    tags = plan[0]
+    size = 4 + len(tags) + sum(map(len, chunks))  # every chunk is bytes-like with 1-byte items
+    try:
+        prefix = _SIZE_AND_CORRELATION.pack(size, correlation_id)
+    except struct.error as exc:
+        raise EncodeError("ResponseHeader.correlation_id", str(exc)) from None
+    return [prefix + tags, *chunks]
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, response) -> bytes:
