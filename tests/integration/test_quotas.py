@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.cluster.zk import KafkaZkClient
 from broker.tools.configs import add_configs_parser, run_configs
 from broker.wire import AlterClientQuotasRequest, ApiKey, DescribeClientQuotasRequest, ErrorCode, MetadataRequest
-from conftest import ClusterFactory
+from integration_support import ClusterFactory
 from raw_socket import Raw
 
 pytestmark = [pytest.mark.integration]
@@ -147,12 +147,15 @@ def test_request_percentage_throttles_a_client_that_keeps_the_broker_busy(cluste
     zk.change_entity_config("clients", "busy-client", {"request_percentage": "1"})
     with Raw(port, client_id="busy-client") as raw:
         deadline = time.monotonic() + DEADLINE_S
-        while (throttle_ms := raw.call(ApiKey.METADATA, 9, MetadataRequest(topics=None)).throttle_time_ms) == 0:
+        while True:
+            asked = time.monotonic()  # before the broker can have muted the connection for this one
+            throttle_ms = raw.call(ApiKey.METADATA, 9, MetadataRequest(topics=None)).throttle_time_ms
+            if throttle_ms > 0:
+                break
             assert time.monotonic() < deadline, "never throttled"
         assert 0 < throttle_ms <= 1000, throttle_ms
-        asked = time.monotonic()
         raw.call(ApiKey.METADATA, 9, MetadataRequest(topics=None))
-        assert time.monotonic() - asked >= throttle_ms / 1000 * 0.8, "the muted connection answered at once"
+        assert time.monotonic() - asked >= throttle_ms / 1000, "the muted connection answered before the throttle"
     with Raw(port, client_id="idle-client") as raw:
         assert raw.call(ApiKey.METADATA, 9, MetadataRequest(topics=None)).throttle_time_ms == 0
 
