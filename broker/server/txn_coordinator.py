@@ -51,7 +51,7 @@ from broker.server.coordinator_runtime import (
     DeadlineTimer, LoadRetry, decode_chunks, read_chunks, read_for_load, wait_for_partition,
 )
 from broker.server.txn_markers import MarkerJob, MarkerSender
-from broker.server.txn_verify import ADD_VERSION, add_request, first_code as _first_code
+from broker.server.txn_verify import ADD_VERSION, add_request, partition_codes
 from broker.wire import ApiKey, ErrorCode
 
 __all__ = ["TxnCoordinatorService", "TxnServiceSettings", "TxnServiceStatistics"]
@@ -60,6 +60,16 @@ logger = logging.getLogger(__name__)
 
 TOPIC = TRANSACTION_STATE_TOPIC_NAME
 ADD_PARTITIONS_TO_TXN = ApiKey.ADD_PARTITIONS_TO_TXN
+# How long an implicit add (transaction version 2) waits at the coordinator for the previous
+# transaction of its id to complete before CONCURRENT_TRANSACTIONS goes back (handle_settled).
+IMPLICIT_ADD_WAIT_MAX_MS = 1_000
+
+
+def _names_concurrent(response) -> bool:
+    """An AddPartitionsToTxn v4+ answer with CONCURRENT_TRANSACTIONS for some partition."""
+    return any(p.partition_error_code == ErrorCode.CONCURRENT_TRANSACTIONS
+               for result in response.results_by_transaction for t in result.topic_results
+               for p in t.results_by_partition)
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,7 @@ class TxnCoordinatorService:
         self._closed = False
         self._before_run: list = []
         self.stats = TxnServiceStatistics()
+        self._written = asyncio.Event()  # set (and replaced) whenever a state write completes
 
     # ----------------------------------------------------------------------------- requests
 
@@ -134,27 +145,56 @@ class TxnCoordinatorService:
         self._apply(effects)
         return await future
 
+    async def handle_settled(self, api_key: int, api_version: int, request, wait_ms: int = IMPLICIT_ADD_WAIT_MAX_MS):
+        """``handle``, asked again after each completed state write while the answer names
+        CONCURRENT_TRANSACTIONS, for up to ``wait_ms``: the implicit add of transaction version 2
+        (a partition leader's AddPartitionsToTxn v5, local or from another broker) usually
+        arrives while the previous transaction's markers are being written, and would otherwise
+        go back to the leader and the client to be retried after a backoff (Kafka's leader
+        polls every 20 ms for 100 ms, then the client waits retry.backoff.ms). An add is
+        idempotent, so asking again is safe."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + wait_ms / 1000
+        while True:
+            written = self._written
+            response = await self.handle(api_key, api_version, request)
+            remaining = give_up - loop.time()
+            if remaining <= 0 or not _names_concurrent(response):
+                return response
+            try:
+                await asyncio.wait_for(written.wait(), remaining)
+            except TimeoutError:
+                pass
+
     def coordinates(self, transactional_id: str) -> bool:
         """This broker leads the ``__transaction_state`` partition of ``transactional_id``."""
         return partition_for(transactional_id, self._settings.num_partitions) in self._led
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     topic: str, partition: int, add: bool = False) -> int:
-        """KIP-890 part 1: may this transactional produce go to (topic, partition)? ``add``
-        (part 2, transaction version 2: a Produce v12 or TxnOffsetCommit v5): add the partition
-        to the producer's transaction instead, starting one if none is open, as a partition
-        leader's AddPartitionsToTxn v5 that is not verify-only (Kafka's AddPartitionsToTxnManager)."""
+                     topic: str, partition: int) -> int:
+        """KIP-890 part 1: may this transactional produce go to (topic, partition)?"""
         if self.coordinates(transactional_id):
-            if add:
-                return _first_code(await self.handle(ADD_PARTITIONS_TO_TXN, ADD_VERSION, add_request(
-                    transactional_id, producer_id, producer_epoch, topic, partition)))
             return self.core.verify(transactional_id, producer_id, producer_epoch, topic, partition)
         if self._remote_verify is None:
             return ErrorCode.NOT_COORDINATOR
-        if add:
-            return await self._remote_verify(transactional_id, producer_id, producer_epoch, topic, partition,
-                                             add=True)
         return await self._remote_verify(transactional_id, producer_id, producer_epoch, topic, partition)
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: list) -> dict:
+        """KIP-890 part 2 (transaction version 2: a Produce v12 or TxnOffsetCommit v5): add
+        ``partitions`` to the producer's transaction, starting one if none is open, as a
+        partition leader's AddPartitionsToTxn v5 that is not verify-only (Kafka's
+        AddPartitionsToTxnManager); {(topic, partition): error}. In-process when this broker
+        coordinates the id, else one request to the coordinator broker."""
+        if self.coordinates(transactional_id):
+            return partition_codes(await self.handle_settled(ADD_PARTITIONS_TO_TXN, ADD_VERSION, add_request(
+                transactional_id, producer_id, producer_epoch, partitions)), partitions)
+        if self._remote_verify is None:
+            return {tp: ErrorCode.NOT_COORDINATOR for tp in partitions}
+        codes = await asyncio.gather(*(
+            self._remote_verify(transactional_id, producer_id, producer_epoch, topic, partition, add=True)
+            for topic, partition in partitions))
+        return dict(zip(partitions, codes))
 
     def _apply(self, effects) -> None:
         for effect in effects:
@@ -247,6 +287,8 @@ class TxnCoordinatorService:
         if error != ErrorCode.NONE:
             self.stats.append_errors += 1
         self._apply(self.core.write_done(write_id, error, self._now_ms()))
+        self._written.set()
+        self._written = asyncio.Event()
 
     # --------------------------------------------------------------------------- leadership
 

@@ -25,7 +25,7 @@ from broker.coordinator.txn.core import partition_for
 from broker.server.inter_broker import InterBrokerConnection
 from broker.wire import AddPartitionsToTxnRequest, ApiKey, ErrorCode
 
-__all__ = ["RemoteTxnVerifier", "VERIFY_VERSION", "ADD_VERSION", "add_request", "first_code"]
+__all__ = ["RemoteTxnVerifier", "VERIFY_VERSION", "ADD_VERSION", "add_request", "partition_codes"]
 
 VERIFY_VERSION = 4  # v5 only adds TRANSACTION_ABORTABLE answers
 ADD_VERSION = 5     # the implicit add of transaction version 2 (Kafka's AddPartitionsToTxnManager sends v5)
@@ -33,23 +33,27 @@ _Transaction = AddPartitionsToTxnRequest._nested["transactions"][0]
 _Topic = _Transaction._nested["topics"][0]
 
 
-def add_request(transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
-                partition: int) -> AddPartitionsToTxnRequest:
-    """The broker form adding one partition to a producer's transaction (not verify-only)."""
+def add_request(transactional_id: str, producer_id: int, producer_epoch: int,
+                partitions: list) -> AddPartitionsToTxnRequest:
+    """The broker form adding ``partitions`` [(topic, partition)] to a producer's transaction
+    (not verify-only)."""
+    topics: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        topics.setdefault(topic, []).append(partition)
     return AddPartitionsToTxnRequest(transactions=[_Transaction(
         transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
-        verify_only=False, topics=[_Topic(name=topic, partitions=[partition])])])
+        verify_only=False, topics=[_Topic(name=t, partitions=ps) for t, ps in topics.items()])])
 
 
-def first_code(response) -> int:
-    """The answer for the one partition of ``add_request``'s response."""
+def partition_codes(response, partitions: list) -> dict:
+    """{(topic, partition): error} of an AddPartitionsToTxn v4+ answer for one transaction
+    (the top-level error for all when there is one; INVALID_TXN_STATE for one not answered)."""
     if response.error_code != ErrorCode.NONE:
-        return response.error_code
-    for result in response.results_by_transaction:
-        for topic_result in result.topic_results:
-            for p in topic_result.results_by_partition:
-                return p.partition_error_code
-    return ErrorCode.INVALID_TXN_STATE
+        return {tp: response.error_code for tp in partitions}
+    codes = {(t.name, p.partition_index): p.partition_error_code
+             for result in response.results_by_transaction for t in result.topic_results
+             for p in t.results_by_partition}
+    return {tp: codes.get(tp, ErrorCode.INVALID_TXN_STATE) for tp in partitions}
 
 
 class RemoteTxnVerifier:
@@ -82,6 +86,7 @@ class RemoteTxnVerifier:
                 endpoint.host, endpoint.port, self._client_id, self._timeout_s))
         future = asyncio.get_running_loop().create_future()
         destination.pending.append(((transactional_id, producer_id, producer_epoch, add), (topic, partition), future))
+        await asyncio.sleep(0)  # the other partitions of the same Produce join this request
         while not future.done():
             async with destination.lock:
                 if not future.done():

@@ -180,7 +180,10 @@ class TxnProducer:
     def _on_end(self, code: int, request, response) -> None:
         if code == 0:
             if getattr(response, "producer_epoch", -1) >= 0:
-                self.epoch = response.producer_epoch  # EndTxn v5: the next transaction's epoch
+                # EndTxn v5: the next transaction's epoch, and a new producer id when it rotated
+                if response.producer_id != self.pid:
+                    self.sim.rotations += 1
+                self.pid, self.epoch = response.producer_id, response.producer_epoch
             self.sim.end_acknowledged(self, self.tag, request.committed)
         elif code != 48:  # INVALID_TXN_STATE: the transaction is gone (aborted); go on
             self.sim.violation(f"{self.name}: EndTxn answered {code}")

@@ -38,7 +38,9 @@ import random
 import sys
 from dataclasses import dataclass, field
 
-from broker.coordinator.txn.state import TxnState
+from broker.coordinator.txn.records import encode_key
+from broker.coordinator.txn.shard import transit_value
+from broker.coordinator.txn.state import Transit, TxnState
 from broker.coordinator.txn.core import (Append, AllocateProducerId, Reply, TxnCoordinatorCore,
                                          TxnSettings, WriteMarkers)
 from broker.sim.coordinator_driver import SimCoordinator, SimulationLog, seed_main
@@ -65,6 +67,9 @@ class TxnSimSettings:
     load_delay_ms: tuple = (50, 800)
     timeout_ms: tuple = (3_000, 20_000)
     transaction_version: int = 1  # 2: EndTxn v5 (epoch bump per EndTxn) and duplicated EndTxn faults
+    # >= 0: every id starts in the log at this epoch (Empty), so epochs run out within the run and
+    # producer ids rotate (InitProducerId, and at transaction version 2 EndTxn)
+    start_epoch: int = -1
 
 
 @dataclass
@@ -78,6 +83,7 @@ class TxnSimResult:
     moves: int
     timeout_aborts: int = 0
     duplicates_fenced: int = 0  # EndTxn copies refused (transaction version 2)
+    rotations: int = 0  # EndTxn answers that handed the producer a new producer id
     faults: list = field(default_factory=list)
     trace: list = field(default_factory=list)
 
@@ -181,6 +187,9 @@ class TxnSimulation(SimulationLog):
         self.fenced_requests = 0
         self.timeout_aborts = 0  # PrepareAbort writes of timed-out transactions
         self.moves = 0
+        self.rotations = 0
+        if s.start_epoch >= 0:
+            self._seed_epochs(s.start_epoch)
         self.coordinator = self._new_coordinator()
         self.sched.after(10, self.load, self.coordinator)
         self.instances: dict[str, TxnProducer] = {}
@@ -191,6 +200,12 @@ class TxnSimulation(SimulationLog):
         self.duplicates: set[int] = set()  # tokens of EndTxn copies (their answers reach nobody)
         self.duplicates_fenced = 0
         self.commit_sent: set = set()  # tags whose producer sent EndTxn(commit)
+
+    def _seed_epochs(self, epoch: int) -> None:
+        """Each id already in the log (Empty, its own producer id) at ``epoch``."""
+        for i in range(self.settings.transactional_ids):
+            value = transit_value(Transit(100 + i, -1, epoch, -1, 10_000, TxnState.Empty, frozenset(), -1, 0))
+            self.log.append((encode_key(f"tx-{i}"), value))
 
     # -- plumbing -------------------------------------------------------------------------------
     def send(self, producer: TxnProducer, api_key: int, request, delay_ms: int = 0) -> None:
@@ -408,7 +423,7 @@ class TxnSimulation(SimulationLog):
         committed = sum(1 for c in self.acked.values() if c)
         return TxnSimResult(self.seed, not self.violations, self.violations, committed,
                             len(self.acked) - committed, self.fenced_requests, self.moves,
-                            self.timeout_aborts, self.duplicates_fenced, self.faults, self.trace)
+                            self.timeout_aborts, self.duplicates_fenced, self.rotations, self.faults, self.trace)
 
     def finish(self) -> None:
         for tag, count in self.batches.items():

@@ -56,6 +56,17 @@ def test_transaction_version_2_survives_end_txn_copies_past_the_next_transaction
     assert sum(r.duplicates_fenced for r in results) > TV2_SEEDS // 2
 
 
+def test_producer_ids_rotate_when_epochs_run_out():
+    """Every id starts near Short.MAX: version-2 EndTxns (and InitProducerIds) run the epoch out
+    within the run and hand out new producer ids, under the same faults, keeping every
+    invariant (the markers of the rotating decision carry the old id at the last epoch)."""
+    settings = TxnSimSettings(transaction_version=2, start_epoch=32_755)
+    results = [run_txn_simulation(seed, settings) for seed in range(FIRST_SEED, FIRST_SEED + 6)]
+    failures = [r.summary() for r in results if not r.ok]
+    assert not failures, "\n".join(failures[:5])
+    assert sum(r.rotations for r in results) >= 6
+
+
 def test_an_end_txn_v5_that_does_not_bump_the_epoch_is_caught(monkeypatch):
     """Without the bump a delayed copy commits the next transaction of the id."""
     original = apis.end_transaction

@@ -214,29 +214,33 @@ class AddingCoordinator:
     def __init__(self, harness, answers) -> None:
         self.harness, self.answers, self.asked = harness, list(answers), []
 
-    async def verify(self, transactional_id, producer_id, producer_epoch, topic, partition, add=False):
-        self.asked.append((topic, partition, add))
+    async def add_partitions(self, transactional_id, producer_id, producer_epoch, partitions):
+        self.asked.append(list(partitions))
         if len(self.asked) == 1:
             await write_txn_markers.handle(self.harness.context, None, WriteTxnMarkersRequest.from_dict({
                 "markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
                              "transaction_result": True, "coordinator_epoch": 0,
-                             "topics": [{"name": topic, "partition_indexes": [partition]}]}]}))
-        return self.answers.pop(0) if self.answers else ErrorCode.NONE
+                             "topics": [{"name": t, "partition_indexes": [p]} for t, p in partitions]}]}))
+        code = self.answers.pop(0) if self.answers else ErrorCode.NONE
+        return {tp: code for tp in partitions}
 
 
 def test_produce_v12_adds_the_partition_and_retries_concurrent_transactions(harness):
-    """Transaction version 2: Produce v12 asks ``ctx.txn`` to add the partition (not the
-    verifier, which a disabled verification would make accept anything); CONCURRENT_TRANSACTIONS
-    is asked again (Kafka's add.partitions.to.txn.retry.backoff.ms) with a fresh guard, since the
-    marker written in between dropped the first one. Produce v9 still only verifies."""
+    """Transaction version 2: Produce v12 asks ``ctx.txn`` to add its partitions, all in one
+    call (not the verifier, which a disabled verification would make accept anything);
+    CONCURRENT_TRANSACTIONS is asked again (Kafka's add.partitions.to.txn.retry.backoff.ms), and
+    the guard is taken after the add (the marker written in between would drop an earlier one).
+    Produce v9 still only verifies."""
     harness.context.txn_verifier = ScriptedVerifier({("events", 0): ErrorCode.INVALID_TXN_STATE})
     harness.context.txn = coordinator = AddingCoordinator(harness, [ErrorCode.CONCURRENT_TRANSACTIONS])
     request = {"transactional_id": "tx", "acks": -1, "timeout_ms": 1000,
-               "topic_data": [{"name": "events", "partition_data": [{"index": 0, "records": txn_batch(["a"])}]}]}
-    answer = run(harness.call(PRODUCE, 12, request)).responses[0].partition_responses[0]
-    assert answer.error_code == ErrorCode.NONE and coordinator.asked == [("events", 0, True)] * 2
+               "topic_data": [{"name": "events", "partition_data": [
+                   {"index": p, "records": txn_batch(["a"])} for p in (0, 1)]}]}
+    answers = run(harness.call(PRODUCE, 12, request)).responses[0].partition_responses
+    assert [a.error_code for a in answers] == [ErrorCode.NONE] * 2
+    assert coordinator.asked == [[("events", 0), ("events", 1)]] * 2
     assert harness.context.txn_verifier.asked == []
-    request["topic_data"][0]["partition_data"][0]["records"] = txn_batch(["b"], epoch=1)
+    request["topic_data"][0]["partition_data"] = [{"index": 0, "records": txn_batch(["b"], epoch=1)}]
     assert run(harness.call(PRODUCE, 9, request)).responses[0].partition_responses[0].error_code \
         == ErrorCode.INVALID_TXN_STATE
 

@@ -80,9 +80,10 @@ def init_producer_id(core, token, api_version: int, request, now_ms: int,
     if meta.state is S.Ongoing:
         # fence the previous incarnation: abort its transaction with a bumped epoch that is never
         # handed out; the client retries (CONCURRENT_TRANSACTIONS) and gets the next one
-        meta.fence_now()
+        meta.fence_now()  # (written at the transaction's own version, as Kafka 4.1: see prepare_end)
         return end_transaction(core, shard, meta, meta.producer_id, meta.producer_epoch, False, False,
-                               now_ms, lambda c, _n: reply(rsp.CONCURRENT_TRANSACTIONS if c == 0 else c))
+                               now_ms, lambda c, _n: reply(rsp.CONCURRENT_TRANSACTIONS if c == 0 else c),
+                               fence_version=meta.client_transaction_version)
     assert meta.state in (S.Empty, S.CompleteCommit, S.CompleteAbort), meta
     if is_epoch_exhausted(meta.producer_epoch) and (expected is None or expected[1] == meta.producer_epoch):
         if new_producer_id is None:
@@ -149,7 +150,7 @@ def _end_txn(core, token, api_version: int, request, now_ms: int) -> list:
 
 def end_transaction(core, shard, meta: TxnMetadata, producer_id: int, producer_epoch: int,
                     commit: bool, from_client: bool, now_ms: int, done, bump_epoch: bool = False,
-                    next_producer_id: int | None = None) -> list:
+                    next_producer_id: int | None = None, fence_version: int = 2) -> list:
     """Kafka's endTransaction: Ongoing -> Prepare* written, answered, then markers; a retry of
     a finished decision answers NONE, the opposite one INVALID_TXN_STATE. ``bump_epoch``: an
     EndTxn v5+ (transaction version 2, ``TxnMetadata.prepare_end``); at an exhausted epoch it
@@ -176,7 +177,8 @@ def end_transaction(core, shard, meta: TxnMetadata, producer_id: int, producer_e
                                        now, done, bump_epoch, next_producer_id=new_id)
             return [core.allocate_then(shard, resume, done)]
         transit = meta.prepare_end(commit, now_ms, bump_epoch=bump,
-                                   next_producer_id=next_producer_id if rotate else NO_PRODUCER_ID)
+                                   next_producer_id=next_producer_id if rotate else NO_PRODUCER_ID,
+                                   fence_version=fence_version)
 
         def written(code, now):
             if code != 0:

@@ -150,21 +150,22 @@ class TxnMetadata:
         self.pending = S.PrepareEpochFence
 
     def prepare_end(self, commit: bool, now_ms: int, bump_epoch: bool = False,
-                    next_producer_id: int = NO_PRODUCER_ID) -> Transit:
+                    next_producer_id: int = NO_PRODUCER_ID, fence_version: int = 2) -> Transit:
         """Ongoing -> Prepare*. ``bump_epoch`` (an EndTxn v5+, transaction version 2): the
         decision is written at the next epoch, which its markers carry and the answer hands to
         the producer, so any request of the ended transaction that arrives late (an EndTxn, a
         Produce) is fenced instead of acting on the next transaction (Kafka's
         ``prepareAbortOrCommit``). At an exhausted epoch that bump is the last one (Short.MAX):
         ``next_producer_id`` is the new id that Complete* rotates to.
-        A fence (``PrepareEpochFence``) has bumped already; it is written as a version 2
-        decision too (the broker's transaction version, as Kafka 4.x does), at the fenced epoch:
-        a late EndTxn of the fenced producer then reads as a retry of that abort (NONE for an
-        abort, INVALID_TXN_STATE for a commit, Kafka 4.1's answers)."""
+        A fence (``PrepareEpochFence``) has bumped already; it is written at
+        ``fence_version``: the timeout abort at the broker's transaction version (2), an
+        InitProducerId's fence at the transaction's own (Kafka 4.1). At 2 a late EndTxn of
+        the fenced producer reads as a retry of that abort (NONE for an abort,
+        INVALID_TXN_STATE for a commit), at 0 it is PRODUCER_FENCED -- both seen on Kafka 4.1."""
         state = S.PrepareCommit if commit else S.PrepareAbort
         if self.pending is S.PrepareEpochFence:
             self.pending = None  # the fence continues as this abort (from Ongoing)
-            return self._prepare(state=state, last_update_ms=now_ms, client_transaction_version=2,
+            return self._prepare(state=state, last_update_ms=now_ms, client_transaction_version=fence_version,
                                  next_producer_id=NO_PRODUCER_ID)
         if bump_epoch:
             return self._prepare(state=state, last_update_ms=now_ms, producer_epoch=self.producer_epoch + 1,

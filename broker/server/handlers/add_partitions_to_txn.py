@@ -22,6 +22,11 @@ _PartitionResult = _TopicResult._nested["results_by_partition"][0]
 
 
 async def handle(ctx: BrokerContext, header, request) -> AddPartitionsToTxnResponse:
+    if (header.api_version >= 4 and ctx.txn is not None and hasattr(ctx.txn, "handle_settled")
+            and any(not t.verify_only for t in request.transactions)):
+        # another leader's implicit add (transaction version 2): waits here for the previous
+        # transaction of the id to complete rather than bounce CONCURRENT_TRANSACTIONS back
+        return await ctx.txn.handle_settled(header.api_key, header.api_version, request)
     return await forward(ctx, header, request, error_response)
 
 

@@ -56,7 +56,7 @@ from broker.replica.transactions import produce_error_for_verification
 from broker.server.append_order import produce_order
 from broker.server.context import BrokerContext
 from broker.server.handlers.common import local_leader
-from broker.server.handlers.txn_common import ask_coordinator
+from broker.server.handlers.txn_common import add_to_transaction, ask_coordinator
 from broker.server.handlers.produce_shape import is_transactional, records_shape_error
 from broker.server.network import CloseConnection
 from broker.wire import ApiKey, ErrorCode, ProduceResponse
@@ -120,12 +120,14 @@ async def _verify_transactions(ctx: BrokerContext, request, add: bool) -> tuple[
                 asks[(topic.name, data.index)] = (header, partition)
     if not asks:
         return {}, {}
-    answers = await asyncio.gather(*(
-        ask_coordinator(ctx, request.transactional_id, h.producer_id, h.producer_epoch, *key, add=add,
+    answers = dict(zip(asks, await asyncio.gather(*(
+        ask_coordinator(ctx, request.transactional_id, h.producer_id, h.producer_epoch, *key, add=False,
                         start_guard=lambda p=p, pid=h.producer_id: p.start_txn_verification(pid))
-        for key, (h, p) in asks.items()), return_exceptions=True)
+        for key, (h, p) in asks.items() if not add), return_exceptions=True)))
+    if add:  # one add per producer for all its partitions here (a request has one producer)
+        answers = await _add_per_producer(ctx, request.transactional_id, asks)
     refused, verified = {}, {}
-    for key, answer in zip(asks, answers):
+    for key, answer in answers.items():
         # the coordinator could not be asked: retriable
         error, guard = (ErrorCode.NOT_ENOUGH_REPLICAS, None) if isinstance(answer, BaseException) else answer
         answered, error = error, produce_error_for_verification(error)
@@ -136,6 +138,21 @@ async def _verify_transactions(ctx: BrokerContext, request, add: bool) -> tuple[
                 f"transactional produce to {key[0]}-{key[1]} not {'added' if add else 'verified'} by the "
                 f"transaction coordinator: {ErrorCode(answered).name}"))
     return refused, verified
+
+
+async def _add_per_producer(ctx: BrokerContext, transactional_id: str, asks: dict) -> dict:
+    """Transaction version 2: ``add_to_transaction`` per (producer id, epoch) of ``asks``."""
+    producers: dict[tuple[int, int], dict] = {}
+    for key, (header, partition) in asks.items():
+        producers.setdefault((header.producer_id, header.producer_epoch), {})[key] = \
+            lambda p=partition, pid=header.producer_id: p.start_txn_verification(pid)
+    answers: dict = {}
+    for (pid, epoch), guards in producers.items():
+        try:
+            answers.update(await add_to_transaction(ctx, transactional_id, pid, epoch, guards))
+        except Exception as exc:  # the coordinator could not be asked
+            answers.update({key: exc for key in guards})
+    return answers
 
 
 def _append(ctx: BrokerContext, topic: str, data, acks: int, txn_guard: object | None = None) -> AppendResult:
