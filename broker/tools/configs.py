@@ -60,6 +60,7 @@ def add_configs_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--entity-default", action="store_true", help="the cluster-wide broker default (or the default user / client id)")
     parser.add_argument("--topic", default=None, help="same as --entity-type topics --entity-name")
     parser.add_argument("--broker", default=None, help="same as --entity-type brokers --entity-name")
+    parser.add_argument("--broker-logger", default=None, help="same as --entity-type broker-loggers --entity-name")
     parser.add_argument("--broker-defaults", action="store_true",
                         help="same as --entity-type brokers --entity-default")
     action = parser.add_mutually_exclusive_group(required=True)
@@ -97,6 +98,8 @@ def _entity(args) -> tuple[str | None, str | None, bool]:
         return "topics", args.topic, False
     if args.broker is not None:
         return "brokers", args.broker, False
+    if args.broker_logger is not None:
+        return "broker-loggers", args.broker_logger, False
     if args.broker_defaults:
         return "brokers", None, True
     return args.entity_type, args.entity_name, args.entity_default

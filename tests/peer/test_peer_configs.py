@@ -250,7 +250,7 @@ def test_kafka_configs_broker_loggers_alike(peers):
         altered = on_both(peers, lambda p: _kafka_configs(p, *entity, "--alter", "--add-config", "root=WARN").ok().out)
         assert altered["pylog"] == altered["kafka"] == "Completed updating config for broker-logger 1.\n"
         described = on_both(peers, lambda p: (_kafka_configs(p, *entity, "--describe").ok().out,
-                                              _pylog_configs(p, entity)))
+                                              _pylog_configs(p, ["--broker-logger", "1"])))
         for name, (kafka_tool, pylog_tool) in described.items():
             assert kafka_tool == pylog_tool, name  # pylog configs prints what kafka-configs prints
             assert kafka_tool.startswith("Dynamic configs for broker-logger 1 are:\n"), kafka_tool
