@@ -354,3 +354,28 @@ def test_close_aborts_the_open_transaction(txn_peer):
         other.send(topic, b"after", partition=0)
         other.commit_transaction(DEADLINE_MS)
     assert read_all(txn_peer, topic, 1, "read_committed", 1) == [b"after"]
+
+
+@pytest.mark.parametrize("txn_peer", ["kafka", "pylog"], indirect=True)
+def test_java_producer_uses_transaction_version_2(txn_peer):
+    """Kafka's Java producer (kafka-producer-perf-test --transactional-id, a transaction every
+    ~100 ms) takes transaction version 2 from the finalized ``transaction.version`` feature on
+    both peers: no AddPartitionsToTxn (Produce v12 adds the partitions) and an epoch bump at every
+    EndTxn (v5), so the id's epoch ends well above 1 (version 1 would leave it at 0). Every record
+    is committed and read under read_committed."""
+    from broker.client.admin import AdminClient
+    from broker.client.txn_admin import TxnAdmin
+    from broker.tools.kafka_peer import run_kafka_tool
+
+    topic = txn_peer.create_topic(unique_topic("txn-java-tv2"), partitions=3)
+    tid = unique_txn_id("java-tv2")
+    wait_for_txn_coordinator(txn_peer, tid)
+    result = run_kafka_tool("kafka-producer-perf-test", [
+        "--topic", topic, "--num-records", "3000", "--record-size", "50", "--throughput", "3000",
+        "--transactional-id", tid, "--transaction-duration-ms", "100",
+        "--producer-props", f"bootstrap.servers={txn_peer.bootstrap}", "acks=all"], timeout_s=DEADLINE_S)
+    assert result.returncode == 0, result.stderr[-2000:]
+    with AdminClient(txn_peer.bootstrap) as admin:
+        described = TxnAdmin(admin.cluster).describe_transaction(tid)
+    assert described.state == "CompleteCommit" and described.producer_epoch >= 3, described
+    assert len(read_all(txn_peer, topic, 3, "read_committed", 3000)) == 3000
