@@ -1,7 +1,8 @@
 """Offsets committed for the world: a streaming query publishes consumed offsets to ZooKeeper
 (one batch behind, as Spark calls commit), ``startingOffsets=group`` resumes from them,
 ``pylog groups describe`` shows them with lag, and the offline-load notebook runs against the
-cluster and resumes where the group stopped."""
+cluster and resumes where the group stopped. With ``offsets.store=kafka`` the query commits to
+``__consumer_offsets`` and ``pylog lag`` sees its lag grow and fall."""
 
 from __future__ import annotations
 
@@ -12,14 +13,23 @@ from pathlib import Path
 
 import pytest
 
+from broker.cli import _build_parser
 from broker.client.offset_store import ZkOffsetStore
 from broker.tools.groups import run_groups
+from broker.tools.lag import run_lag
 
 from spark_helpers import create_topic, produce, unique
 
 pytestmark = pytest.mark.integration
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "offline_load.ipynb"
+
+
+@pytest.fixture(scope="module")
+def cluster(cluster_factory):
+    """One broker, whose offsets topic fits on it (RF 1, one partition: the kafka store)."""
+    return cluster_factory.make(1, overrides={"offsets.topic.replication.factor": "1",
+                                              "offsets.topic.num.partitions": "1"})
 
 
 def group_options(cluster, group: str) -> dict:
@@ -64,6 +74,30 @@ def test_streaming_commits_offsets_to_zookeeper_one_batch_behind(spark, cluster,
     ends = run_available_now(spark, resumed, str(tmp_path / "ck2"))
     assert len(ends) == 1  # exactly the 20 rows the first run did not publish
     assert json.loads(ends[0]) == {topic: {"0": 30, "1": 30}}
+
+
+def lag_total(cluster, group: str) -> int:
+    """``pylog lag --group <group>`` (the offsets-topic store): its TOTAL-LAG."""
+    out = io.StringIO()
+    assert run_lag(_build_parser().parse_args(["lag", "--bootstrap-server", cluster.bootstrap,
+                                               "--group", group]), out) == 0
+    return int(out.getvalue().split("TOTAL-LAG")[1].split()[0])
+
+
+def test_streaming_commits_to_the_offsets_topic_and_pylog_lag_sees_it_fall(spark, cluster, tmp_path):
+    topic = create_topic(cluster.bootstrap, unique("kstore"), partitions=2)
+    produce(cluster.bootstrap, topic, 60, partitions=2)
+    options = {"kafka.bootstrap.servers": cluster.bootstrap, "kafka.group.id": "g-kafka-store",
+               "offsets.store": "kafka", "subscribe": topic, "startingOffsets": "earliest",
+               "maxOffsetsPerTrigger": "20"}
+    checkpoint = str(tmp_path / "ck")
+    assert len(run_available_now(spark, options, checkpoint)) == 3
+    assert lag_total(cluster, "g-kafka-store") == 20  # 20 of 30 per partition committed (one batch behind)
+    produce(cluster.bootstrap, topic, 20, partitions=2, start=60)
+    assert lag_total(cluster, "g-kafka-store") == 40
+    # Restarted from its checkpoint: planning the new batch commits the last run's final one.
+    assert len(run_available_now(spark, options, checkpoint)) == 1
+    assert lag_total(cluster, "g-kafka-store") == 20
 
 
 def test_offline_load_notebook_resumes_from_committed_offsets(spark, cluster, tmp_path, monkeypatch):
