@@ -17,12 +17,17 @@ holds exactly ``--records`` records under read_committed.
 Spark runs ``local[2,4]``: a failed task is retried (up to 4 attempts), as on a cluster; the
 exactly-once path must survive the retry (the failed attempt's transaction is aborted).
 
-``--spark-kafka``: also a comparison row, Spark's own Kafka connector (``format("kafka")``,
+``--spark-kafka``: also the peer row, Spark's own Kafka connector (``format("kafka")``,
 spark-sql-kafka-0-10 from ``make setup``; at-least-once) copying the same records between two
 topics of an Apache Kafka 4.1.1 cluster of 3 KRaft nodes (RF 3, min ISR 2) on the same machine,
-same batches, read_committed source; run after the pylog rounds, with the pylog cluster down.
+same batches, read_committed source, ``--repeat`` rounds too; run after the pylog rounds, with
+the pylog cluster down (never both clusters at once). Every copy prints its own line (wall time
+included); the end prints the medians of every system and the ratios (exactly-once /
+at-least-once: target >= 0.8; each pylog mode / Spark's Kafka sink).
 ``--no-warm-up`` skips round 0 (a 10 M run cannot afford it).
 
+The issue's run, on a quiet machine (medians of 3 per system, one command):
+``python bench/spark_exactly_once.py --records 10000000 --repeat 3 --no-warm-up --spark-kafka``.
 Not part of the tests: ``python bench/spark_exactly_once.py [--records N] [--repeat R] [--spark-kafka]``.
 """
 
@@ -106,8 +111,6 @@ def copy(spark, bootstrap: str, source: str, sink: str, checkpoint: str, guarant
 
 
 def run(args, root: Path) -> None:
-    import spark_log
-
     times_file = root / "commit-times"
     os.environ["PYLOG_SPARK_COMMIT_TIMES"] = str(times_file)  # before the JVM and its workers start
     for attempt in range(5):  # broker i listens on port + i: those may be taken
@@ -120,82 +123,113 @@ def run(args, root: Path) -> None:
                 raise
             shutil.rmtree(root / "cluster", ignore_errors=True)
     bootstrap = ",".join(f"127.0.0.1:{port + i}" for i in range(3))
+    rates: dict[str, list[float]] = {"at-least-once": [], "exactly-once": []}
+    commits: list[float] = []
     spark = None
     try:
-        seconds = produce(bootstrap, "bench-eos-source", args.records, args.value_bytes, args.partitions)
-        report("produce (setup)", records=args.records, seconds=seconds)
-        conf = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "2g",
-                "spark.sql.shuffle.partitions": "2"}
+        try:
+            seconds = produce(bootstrap, "bench-eos-source", args.records, args.value_bytes, args.partitions)
+            report("produce (setup)", records=args.records, seconds=seconds)
+            spark = session(args)
+            pylog_rounds(spark, args, root, bootstrap, rates, commits, times_file)
+        finally:
+            cluster_down(root / "cluster", sys.stderr)
         if args.spark_kafka:
-            conf["spark.jars"] = ",".join(str(j) for j in spark_kafka_jars())
-        spark = spark_log.session(app_name="bench-eos", master="local[2,4]", **conf)
-        spark.sparkContext.setLogLevel("ERROR")
-        per_trigger = max(1, args.records // args.batches)
-        rates: dict[str, list[float]] = {"at-least-once": [], "exactly-once": []}
-        commits: list[float] = []
-        first_round = 1 if args.no_warm_up else 0
-        for round_ in range(first_round, args.repeat + 1):  # round 0 warms up
-            for guarantee in rates:
-                sink = f"bench-eos-{guarantee}-{round_}"
-                with AdminClient(bootstrap) as admin:
-                    admin.create_topics(sink, partitions=args.partitions, replication_factor=3)
-                times_file.unlink(missing_ok=True)
-                elapsed = copy(spark, bootstrap, "bench-eos-source", sink, str(root / f"ck-{sink}"),
-                               guarantee, per_trigger, args.eos_in_flight)
-                assert committed_records(spark, bootstrap, sink) == args.records, f"{sink}: wrong record count"
-                if round_:
-                    rates[guarantee].append(args.records / elapsed)
-                    if guarantee == "exactly-once":
-                        commits += [float(line.split()[1]) for line in times_file.read_text().split("\n") if line]
-        load = os.getloadavg()[0]
-        for guarantee, values in rates.items():
-            report(f"stream copy {guarantee}", records=args.records, batches=args.batches,
-                   rows_per_s_median=statistics.median(values), rows_per_s_min=min(values),
-                   rows_per_s_max=max(values), load_1m=load)
-        ratio = statistics.median(rates["exactly-once"]) / statistics.median(rates["at-least-once"])
-        commits.sort()
-        report("exactly-once vs at-least-once", ratio=ratio, target=0.8,
-               commit_ms_p50=commits[len(commits) // 2], commit_ms_p90=commits[int(len(commits) * 0.9)],
-               commit_ms_max=commits[-1], commits=len(commits), target_p50_ms=50)
+            rates["Spark format(kafka) on Apache Kafka"] = spark_kafka_rounds(spark, args, root)
     finally:
-        cluster_down(root / "cluster", sys.stderr)
-        if spark is not None and args.spark_kafka:
-            spark_kafka_row(spark, args, root)
         if spark is not None:
             spark.stop()
+    summarize(args, rates, commits)
 
 
-def spark_kafka_row(spark, args, root: Path) -> None:
-    """Spark's Kafka connector on Apache Kafka: the same streaming copy, one round."""
+def session(args):
+    import spark_log
+
+    conf = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "2g",
+            "spark.sql.shuffle.partitions": "2"}
+    if args.spark_kafka:
+        conf["spark.jars"] = ",".join(str(j) for j in spark_kafka_jars())
+    spark = spark_log.session(app_name="bench-eos", master="local[2,4]", **conf)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def pylog_rounds(spark, args, root: Path, bootstrap: str, rates: dict, commits: list, times_file: Path) -> None:
+    """The pylog copies, both modes interleaved per round (rows/s and commit times appended)."""
+    per_trigger = max(1, args.records // args.batches)
+    first_round = 1 if args.no_warm_up else 0
+    for round_ in range(first_round, args.repeat + 1):  # round 0 warms up
+        for guarantee in ("at-least-once", "exactly-once"):
+            sink = f"bench-eos-{guarantee}-{round_}"
+            with AdminClient(bootstrap) as admin:
+                admin.create_topics(sink, partitions=args.partitions, replication_factor=3)
+            times_file.unlink(missing_ok=True)
+            elapsed = copy(spark, bootstrap, "bench-eos-source", sink, str(root / f"ck-{sink}"),
+                           guarantee, per_trigger, args.eos_in_flight)
+            assert committed_records(spark, bootstrap, sink) == args.records, f"{sink}: wrong record count"
+            report(f"  round {round_} pylog {guarantee}", records=args.records, seconds=elapsed,
+                   rows_per_s=args.records / elapsed, load_1m=os.getloadavg()[0])
+            if round_:
+                rates[guarantee].append(args.records / elapsed)
+                if guarantee == "exactly-once":
+                    commits += [float(line.split()[1]) for line in times_file.read_text().split("\n") if line]
+
+
+def summarize(args, rates: dict[str, list[float]], commits: list[float]) -> None:
+    """Medians per system, then the ratios the issue asks for."""
+    load = os.getloadavg()[0]
+    for system, values in rates.items():
+        report(f"stream copy {system}", records=args.records, batches=args.batches, rounds=len(values),
+               rows_per_s_median=statistics.median(values), rows_per_s_min=min(values),
+               rows_per_s_max=max(values), load_1m=load)
+    eos, alo = statistics.median(rates["exactly-once"]), statistics.median(rates["at-least-once"])
+    commits.sort()
+    report("exactly-once vs at-least-once", ratio=eos / alo, target=0.8,
+           commit_ms_p50=commits[len(commits) // 2], commit_ms_p90=commits[int(len(commits) * 0.9)],
+           commit_ms_max=commits[-1], commits=len(commits), target_p50_ms=50)
+    peer = rates.get("Spark format(kafka) on Apache Kafka")
+    if peer:
+        report("pylog vs Spark format(kafka) on Apache Kafka", exactly_once_ratio=eos / statistics.median(peer),
+               at_least_once_ratio=alo / statistics.median(peer))
+
+
+def spark_kafka_rounds(spark, args, root: Path) -> list[float]:
+    """Spark's Kafka connector on Apache Kafka: the same streaming copy, ``--repeat`` rounds
+    (each into a fresh sink topic, from the same source); rows/s per round."""
     from broker.tools.kafka_peer import ApacheKafkaCluster
 
     kafka = ApacheKafkaCluster(root / "apache-kafka", brokers=3, overrides={
         "default.replication.factor": "3", "min.insync.replicas": "2", "auto.create.topics.enable": "false"})
     kafka.start()
+    rates = []
     try:
         seconds = produce(kafka.bootstrap, "bench-eos-source", args.records, args.value_bytes, args.partitions)
         report("produce to Apache Kafka (setup)", records=args.records, seconds=seconds)
-        with AdminClient(kafka.bootstrap) as admin:
-            admin.create_topics("bench-kafka-sink", partitions=args.partitions, replication_factor=3)
         per_trigger = max(1, args.records // args.batches)
-        df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
-              .option("subscribe", "bench-eos-source").option("startingOffsets", "earliest")
-              .option("kafka.isolation.level", "read_committed").option("maxOffsetsPerTrigger", str(per_trigger))
-              .load().select("value"))
-        start = time.perf_counter()
-        query = (df.writeStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
-                 .option("topic", "bench-kafka-sink").option("checkpointLocation", str(root / "ck-kafka"))
-                 .trigger(availableNow=True).start())
-        query.awaitTermination()
-        assert query.exception() is None, query.exception()
-        elapsed = time.perf_counter() - start
-        count = (spark.read.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
-                 .option("subscribe", "bench-kafka-sink").load().count())
-        assert count >= args.records, f"Spark's Kafka sink wrote {count} of {args.records}"
-        report("stream copy Spark format(kafka) on Apache Kafka (at-least-once)", records=args.records,
-               batches=args.batches, rows_per_s=args.records / elapsed, load_1m=os.getloadavg()[0])
+        for round_ in range(1, args.repeat + 1):
+            sink = f"bench-kafka-sink-{round_}"
+            with AdminClient(kafka.bootstrap) as admin:
+                admin.create_topics(sink, partitions=args.partitions, replication_factor=3)
+            df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
+                  .option("subscribe", "bench-eos-source").option("startingOffsets", "earliest")
+                  .option("kafka.isolation.level", "read_committed").option("maxOffsetsPerTrigger", str(per_trigger))
+                  .load().select("value"))
+            start = time.perf_counter()
+            query = (df.writeStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
+                     .option("topic", sink).option("checkpointLocation", str(root / f"ck-kafka-{round_}"))
+                     .trigger(availableNow=True).start())
+            query.awaitTermination()
+            assert query.exception() is None, query.exception()
+            elapsed = time.perf_counter() - start
+            count = (spark.read.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
+                     .option("subscribe", sink).load().count())
+            assert count >= args.records, f"Spark's Kafka sink wrote {count} of {args.records}"
+            report(f"  round {round_} Spark format(kafka) on Apache Kafka", records=args.records, seconds=elapsed,
+                   rows_per_s=args.records / elapsed, load_1m=os.getloadavg()[0])
+            rates.append(args.records / elapsed)
     finally:
         kafka.stop()
+    return rates
 
 
 def main() -> int:
@@ -211,8 +245,10 @@ def main() -> int:
                         help="add the row of Spark's own Kafka sink writing to Apache Kafka")
     parser.add_argument("--no-warm-up", action="store_true", help="skip round 0")
     args = parser.parse_args()
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-eos-") as tmp:
         run(args, Path(tmp))
+    report("bench wall time", seconds=time.perf_counter() - started)
     return 0
 
 
