@@ -1,0 +1,268 @@
+"""Partition reassignment under a replication throttle, pylog and Apache Kafka (issue 18).
+
+Each system is a 2-broker cluster; every step uses the same pylog admin client on both (the
+throttles are what ``pylog reassign --throttle`` writes, the same configs as
+kafka-reassign-partitions), and the same librdkafka producer (acks=1, ``--value-bytes`` values)
+writes ``--size-mb`` MiB to one partition first:
+
+* ``throttled``: the partition (on broker 1 only) moves to broker 2 under
+  ``--throttle-bytes`` B/s (leader and follower rates on both brokers, the partition's
+  replicas listed as kafka-reassign-partitions lists them). Time from AlterPartitionReassignments
+  to ListPartitionReassignments showing none in progress, against the throttle-bound time
+  ``log bytes / rate`` (1 GiB at 10 MB/s: 107 s). Target: ratio within 1 +/- 0.10.
+* ``catch-up``: the same move unthrottled; the new replica's copy rate (its log size, polled
+  with DescribeLogDirs, reaching the leader's), against
+* ``normal``: the follower fetch rate of normal replication: the follower of an RF 2 partition
+  is stopped (SIGTERM) while the same bytes are written, then started on its data: the rate at
+  which it catches up from serving again, measured the same way. Target: catch-up >= 0.7x normal.
+  Both also print the brokers' CPU seconds per GiB copied (from /proc): on a loaded machine the
+  wall rates swing with the neighbours, the CPU cost does not.
+
+The machine is shared: the 1-minute load average is printed with every row. Medians of
+``--runs`` runs. ``python bench/reassignment.py [--systems pylog,kafka] [--size-mb 1024]
+[--throttle-bytes 10000000] [--runs 1]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _report import report  # noqa: E402
+from _sbs_tools import _ServerJvmInstall  # noqa: E402
+from broker.client.admin import AdminClient  # noqa: E402
+from broker.client.config import ClientConfig  # noqa: E402
+from broker.client.partition_admin import alter_partition_reassignments, list_partition_reassignments  # noqa: E402
+from broker.tools.kafka_peer import ApacheKafkaCluster, find_kafka_install  # noqa: E402
+from broker.tools.broker_process import answers_api_versions  # noqa: E402
+from broker.tools.log_dirs import describe_log_dirs  # noqa: E402
+from broker.tools.perf_local import LocalCluster  # noqa: E402
+from broker.tools.reassign_throttle import clear_throttles, move_map, set_throttles  # noqa: E402
+
+DEADLINE_S = 1800.0
+POLL_S = 0.1
+SETTINGS = {"auto.create.topics.enable": "false", "offsets.topic.replication.factor": "1",
+            "log.segment.bytes": str(256 << 20)}
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def start(system: str, root: Path):
+    if system == "pylog":
+        cluster = LocalCluster(2, SETTINGS, root=root / "pylog")
+        cluster.root.mkdir(parents=True)
+        cluster.start()
+        return cluster
+    install = find_kafka_install()
+    cluster = ApacheKafkaCluster(root / "kafka", 2, SETTINGS, install=_ServerJvmInstall(install.java, install.libs))
+    cluster.start()
+    return cluster
+
+
+def create_topic(bootstrap: str, topic: str, replicas: list[int]) -> None:
+    from confluent_kafka.admin import AdminClient as KafkaAdmin, NewTopic
+
+    admin = KafkaAdmin({"bootstrap.servers": bootstrap})  # held until the result is in
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[replicas])])[topic].result(60)
+    deadline = time.monotonic() + 60
+    while getattr(admin.list_topics(topic, timeout=10).topics[topic].partitions.get(0), "leader", -1) != replicas[0]:
+        assert time.monotonic() < deadline, f"no leader for {topic}"
+        time.sleep(POLL_S)
+
+
+def delete_topic(admin: AdminClient, topic: str) -> None:
+    admin.delete_topics(topic, timeout_ms=60_000)
+
+
+def produce(bootstrap: str, topic: str, total_bytes: int, value_bytes: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20, "batch.size": 1_000_000,
+                         "compression.type": "none", "queue.buffering.max.kbytes": 256_000})
+    value, errors = os.urandom(value_bytes), []
+    for i in range(total_bytes // value_bytes):
+        while True:
+            try:
+                producer.produce(topic, value, partition=0, on_delivery=lambda e, m: e and errors.append(e))
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 100 == 0:
+            producer.poll(0)
+    assert producer.flush(600) == 0 and not errors, errors[:3]
+
+
+def replica_bytes(admin: AdminClient, broker: int, topic: str) -> int:
+    for log_dir in describe_log_dirs(admin, broker, [topic]):
+        for p in log_dir["partitions"]:
+            if p["partition"] == f"{topic}-0" and not p["isFuture"]:
+                return p["size"]
+    return 0
+
+
+def wait(condition, what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(POLL_S)
+
+
+def broker_pids(system: str, cluster) -> list[int]:
+    if system == "pylog":
+        return [p.pid for p in cluster.processes]
+    return [pid for node in cluster.nodes if (pid := node.running_pid()) is not None]
+
+
+def cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds of the processes (and their waited-for children)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def copy_rate(admin: AdminClient, broker: int, topic: str, target: int, started: float, base: int = 0) -> float:
+    """Bytes/s at which ``broker``'s replica grows from ``base`` to ``target`` bytes."""
+    wait(lambda: replica_bytes(admin, broker, topic) >= target, f"{topic} on broker {broker}")
+    return (target - base) / (time.monotonic() - started)
+
+
+def stop_follower(system: str, cluster) -> None:
+    """SIGTERM broker 2 (a controlled shutdown: it leaves the ISR) and wait for its exit."""
+    if system == "pylog":
+        popen = cluster.processes[1]
+        popen.send_signal(signal.SIGTERM)
+        popen.wait(120)
+        return
+    node = cluster.nodes[1]
+    pid = node.running_pid()
+    os.kill(pid, signal.SIGTERM)
+    wait(lambda: node.running_pid() is None, "Kafka node 2 to stop")
+
+
+def start_follower(system: str, cluster) -> None:
+    """Broker 2 again, on its data, until it serves."""
+    if system == "pylog":
+        directory = cluster.root / "broker-2"
+        with open(directory / "broker.log", "ab") as log_file:
+            cluster.processes[1] = subprocess.Popen(
+                [sys.executable, "-m", "broker.server", "--config", str(directory / "server.properties")],
+                stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, cwd=cluster.broker_root,
+                start_new_session=True)
+        wait(lambda: answers_api_versions("127.0.0.1", cluster.ports[1]), "pylog broker 2 to serve")
+        return
+    cluster.start()  # starts the stopped node, on its data
+
+
+def normal_rate(system: str, cluster, admin: AdminClient, topic: str, args) -> float:
+    """The follower (broker 2) of an RF 2 partition, down while the bytes were written, catches up."""
+    create_topic(cluster.bootstrap, topic, [1, 2])
+    stop_follower(system, cluster)
+    produce(cluster.bootstrap, topic, args.size_mb << 20, args.value_bytes)
+    leader = replica_bytes(admin, 1, topic)
+    start_follower(system, cluster)
+    pids = broker_pids(system, cluster)
+    base, cpu = replica_bytes(admin, 2, topic), cpu_s(pids)
+    started = time.monotonic()
+    rate = copy_rate(admin, 2, topic, leader, started, base)
+    cpu_per_gib = (cpu_s(pids) - cpu) / ((leader - base) / (1 << 30))
+    print(f"  normal: follower restarted at {base >> 20} of {leader >> 20} MiB, caught up at {rate / 1e6:.1f} MB/s, "
+          f"{cpu_per_gib:.1f} broker CPU s/GiB", flush=True)
+    delete_topic(admin, topic)
+    return rate, cpu_per_gib
+
+
+def reassign(admin: AdminClient, bootstrap: str, topic: str, args, throttle: int | None,
+             pids: list[int]) -> tuple[float, float, int, float]:
+    """Move the partition from broker 1 to broker 2: (seconds to done, copy rate, log bytes,
+    broker CPU seconds per GiB copied)."""
+    create_topic(bootstrap, topic, [1])
+    produce(bootstrap, topic, args.size_mb << 20, args.value_bytes)
+    leader = replica_bytes(admin, 1, topic)
+    wanted = {(topic, 0): [2]}
+    if throttle is not None:
+        set_throttles(admin, move_map({}, wanted, {(topic, 0): [1]}), throttle, sys.stdout)
+    started, cpu = time.monotonic(), cpu_s(pids)
+    assert alter_partition_reassignments(admin, wanted) == {(topic, 0): (0, None)}
+    rate = copy_rate(admin, 2, topic, leader, started)
+    cpu_per_gib = (cpu_s(pids) - cpu) / (leader / (1 << 30))
+    wait(lambda: not list_partition_reassignments(admin), f"{topic} reassignment")
+    seconds = time.monotonic() - started
+    if throttle is not None:
+        clear_throttles(admin, wanted, sys.stdout)
+    delete_topic(admin, topic)
+    return seconds, rate, leader, cpu_per_gib
+
+
+def one_run(system: str, cluster, run: int, args) -> dict[str, float]:
+    row = {"load_1m": load()}
+    steps = args.steps.split(",")
+    with AdminClient(cluster.bootstrap, config=ClientConfig(request_timeout_ms=60_000)) as admin:
+        if "catchup" in steps:
+            rate, row["normal_cpu_s_gib"] = normal_rate(system, cluster, admin, f"normal-{run}", args)
+            row["normal_mb_s"] = rate / 1e6
+            _, rate, _, row["catchup_cpu_s_gib"] = reassign(admin, cluster.bootstrap, f"catchup-{run}", args, None,
+                                                            broker_pids(system, cluster))
+            row["catchup_mb_s"] = rate / 1e6
+            print(f"  catch-up: {row['catchup_mb_s']:.1f} MB/s, {row['catchup_cpu_s_gib']:.1f} broker CPU s/GiB",
+                  flush=True)
+        if "throttled" in steps:
+            seconds, _, log_bytes, _ = reassign(admin, cluster.bootstrap, f"throttled-{run}", args,
+                                                args.throttle_bytes, broker_pids(system, cluster))
+            row["throttled_s"], row["expected_s"] = seconds, log_bytes / args.throttle_bytes
+        row["load_1m_end"] = load()
+    print(system, run, {k: round(v, 2) for k, v in row.items()}, flush=True)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--systems", default="pylog,kafka")
+    parser.add_argument("--size-mb", type=int, default=1024, help="MiB written to the partition moved")
+    parser.add_argument("--throttle-bytes", type=int, default=10_000_000, help="B/s")
+    parser.add_argument("--value-bytes", type=int, default=64 << 10)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--steps", default="catchup,throttled", help="catchup (with normal), throttled")
+    args = parser.parse_args(argv)
+    results: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-reassign-") as tmp:
+        for system in args.systems.split(","):
+            cluster = start(system, Path(tmp))
+            try:
+                for run in range(args.runs):
+                    results.setdefault(system, []).append(one_run(system, cluster, run, args))
+            finally:
+                cluster.stop()
+    print(f"\nmedians of {args.runs} run(s), {args.size_mb} MiB moved, throttle {args.throttle_bytes} B/s")
+    medians = {system: {k: statistics.median(r[k] for r in rows) for k in rows[0]} for system, rows in results.items()}
+    for system, med in medians.items():
+        if "throttled_s" in med:
+            report(f"reassign throttled ({system})", seconds=med["throttled_s"], throttle_bound_s=med["expected_s"],
+                   ratio=med["throttled_s"] / med["expected_s"], target="0.90-1.10", load_1m=med["load_1m"])
+        if "catchup_mb_s" in med:
+            report(f"reassign catch-up ({system})", mb_per_s=med["catchup_mb_s"],
+                   normal_follower_mb_per_s=med["normal_mb_s"], ratio=med["catchup_mb_s"] / med["normal_mb_s"],
+                   target=">= 0.7", cpu_s_per_gib=med["catchup_cpu_s_gib"],
+                   normal_cpu_s_per_gib=med["normal_cpu_s_gib"], load_1m=med["load_1m"])
+    if "pylog" in medians and "kafka" in medians:
+        pylog, kafka = medians["pylog"], medians["kafka"]
+        report("reassign pylog vs kafka (peer)", **{f"{k}_ratio": pylog[k] / kafka[k] for k in pylog
+                                                     if k in ("throttled_s", "catchup_mb_s", "normal_mb_s")})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
