@@ -10,6 +10,13 @@ cluster, one topic of 6 partitions at RF 3 (min.insync.replicas 2), pylog's own 
 * ``read_committed`` / ``read_uncommitted``: records/s of a consumer reading the transactional
   topic from the start under each isolation level (target: read_committed >= 0.9x).
 
+Per-phase breakdown (the machine is shared: judge by these, not only by the rates): ``flush``,
+p50 of the time from the last send of a transaction to its last acknowledgement (with
+transaction version 2 this holds the implicit add, which waits for the previous transaction's
+markers and Complete* record, and the acks=all replication of the data); and the brokers' CPU
+seconds per 1,000 records (``*_cpu_ms_per_krec``: user+system of every broker process over the
+idempotent and the transactional phase).
+
 Each row is the median of ``--runs`` runs (default 3). The machine is shared: the 1-minute load
 average is printed with every run. ``python bench/transactions.py [--systems pylog,kafka]
 [--records N] [--runs 3] [--brokers 3]``.
@@ -74,9 +81,28 @@ def produce_idempotent(bootstrap: str, topic: str, records: int) -> float:
         return records / (time.perf_counter() - started)
 
 
-def produce_transactional(bootstrap: str, topic: str, records: int, tid: str) -> tuple[float, list[float]]:
-    """(records/s, EndTxn round trips in ms)."""
-    end_ms = []
+def cpu_s(pids: list[int]) -> float:
+    """User+system CPU seconds of the broker processes so far, from /proc/<pid>/stat (utime
+    and stime, fields 14-15; 0 for one that is gone)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def broker_pids(cluster) -> list[int]:
+    if hasattr(cluster, "broker_pids"):
+        return list(cluster.broker_pids)
+    return [pid for pid in (node.running_pid() for node in cluster.nodes) if pid is not None]
+
+
+def produce_transactional(bootstrap: str, topic: str, records: int, tid: str) -> tuple[float, list[float], list[float]]:
+    """(records/s, EndTxn round trips in ms, flush times in ms)."""
+    end_ms, flush_ms = [], []
     with Producer(bootstrap, acks="all", linger_ms=5, transactional_id=tid) as producer:
         producer.init_transactions(DEADLINE_MS)
         producer.begin_transaction()  # a warm-up transaction over every partition: not timed
@@ -88,11 +114,13 @@ def produce_transactional(bootstrap: str, topic: str, records: int, tid: str) ->
             producer.begin_transaction()
             for i in range(first, min(first + RECORDS_PER_TXN, records)):
                 producer.send(topic, VALUE, partition=i % PARTITIONS)
+            sent = time.perf_counter()
             producer.flush(DEADLINE_MS)
             before = time.perf_counter()
             producer.commit_transaction(DEADLINE_MS)
             end_ms.append((time.perf_counter() - before) * 1000)
-        return records / (time.perf_counter() - started), end_ms
+            flush_ms.append((before - sent) * 1000)
+        return records / (time.perf_counter() - started), end_ms, flush_ms
 
 
 def consume(bootstrap: str, topic: str, isolation: str, records: int) -> float:
@@ -116,14 +144,18 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def one_run(bootstrap: str, brokers: int, records: int, run: int, system: str) -> dict[str, float]:
+def one_run(bootstrap: str, brokers: int, records: int, run: int, system: str, pids: list[int]) -> dict[str, float]:
     stamp = f"{system}-{run}-{time.monotonic_ns() % 10**9}"
     idem_topic, txn_topic = f"bench-idem-{stamp}", f"bench-txn-{stamp}"
     create_topic(bootstrap, idem_topic, brokers)
     create_topic(bootstrap, txn_topic, brokers)
     row = {"load_1m": load()}
+    cpu = cpu_s(pids)
     row["idempotent"] = produce_idempotent(bootstrap, idem_topic, records)
-    row["transactional"], end_ms = produce_transactional(bootstrap, txn_topic, records, f"bench-{stamp}")
+    cpu, row["idem_cpu_ms_per_krec"] = cpu_s(pids), (cpu_s(pids) - cpu) * 1e6 / records
+    row["transactional"], end_ms, flush_ms = produce_transactional(bootstrap, txn_topic, records, f"bench-{stamp}")
+    row["txn_cpu_ms_per_krec"] = (cpu_s(pids) - cpu) * 1e6 / records
+    row["flush_p50_ms"] = percentile(flush_ms, 0.5)
     row["end_txn_p50_ms"] = percentile(end_ms, 0.5)
     row["end_txn_p99_ms"] = percentile(end_ms, 0.99)
     total = records + PARTITIONS  # the warm-up transaction's records too
@@ -158,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster, bootstrap = start(system, Path(tmp), args.brokers)
             try:
                 for run in range(args.runs):
-                    row = one_run(bootstrap, args.brokers, args.records, run, system)
+                    row = one_run(bootstrap, args.brokers, args.records, run, system, broker_pids(cluster))
                     print(system, run, {k: round(v, 1) for k, v in row.items()}, flush=True)
                     results.setdefault(system, []).append(row)
             finally:
@@ -171,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
               f"(x{med['transactional'] / med['idempotent']:.2f})  EndTxn p50 {med['end_txn_p50_ms']:5.1f} ms "
               f"p99 {med['end_txn_p99_ms']:5.1f} ms  read_committed {med['read_committed']:8.0f}/s "
               f"read_uncommitted {med['read_uncommitted']:8.0f}/s "
-              f"(x{med['read_committed'] / med['read_uncommitted']:.2f})  load {med['load_1m']:.1f}")
+              f"(x{med['read_committed'] / med['read_uncommitted']:.2f})  flush p50 {med['flush_p50_ms']:5.1f} ms  "
+              f"broker CPU ms/1k records idempotent {med['idem_cpu_ms_per_krec']:.0f} "
+              f"transactional {med['txn_cpu_ms_per_krec']:.0f}  load {med['load_1m']:.1f}")
     return 0
 
 
