@@ -150,10 +150,16 @@ class GroupCoordinatorService:
     async def handle(self, api_key: int, api_version: int, request, client_id: str | None,
                      client_host: str):
         """The response to one group request (see the module doc)."""
-        loop = asyncio.get_running_loop()
+        return await self.submit(api_key, api_version, request, client_id, client_host)
+
+    def submit(self, api_key: int, api_version: int, request, client_id: str | None,
+               client_host: str) -> asyncio.Future:
+        """``handle`` without a coroutine of its own: the future of the response, which the
+        request handlers await directly (a coroutine frame per request, resumed through, was
+        a measurable share of an OffsetCommit's broker CPU)."""
         token = self._next_token
         self._next_token += 1
-        future = self._tokens[token] = loop.create_future()
+        future = self._tokens[token] = asyncio.get_running_loop().create_future()
         self.stats.requests += 1
         coalesce = api_key == _OFFSET_COMMIT
         if not coalesce:
@@ -165,7 +171,7 @@ class GroupCoordinatorService:
             self._tokens.pop(token, None)  # a core bug: the dispatcher closes the connection, logged
             raise
         self._apply(effects, coalesce)
-        return await future
+        return future
 
     async def handle_txn_offset_commit(self, api_version: int, request, client_id: str | None,
                                        client_host: str, txn_guard: object | None):

@@ -76,6 +76,9 @@ class FakeGroups:
     def __init__(self) -> None:
         self.seen: list = []
 
+    def submit(self, api_key, api_version, request, client_id, client_host):
+        return self.handle(api_key, api_version, request, client_id, client_host)
+
     async def handle(self, api_key, api_version, request, client_id, client_host):
         self.seen.append((api_key, api_version, request, client_id, client_host))
         if api_key == ApiKey.OFFSET_COMMIT:

@@ -10,7 +10,7 @@ request is answered COORDINATOR_NOT_AVAILABLE (15), which clients retry.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Awaitable, Callable
 
 from broker.server.context import BrokerContext
 from broker.server.network import client_host
@@ -19,11 +19,17 @@ from broker.wire import ErrorCode
 __all__ = ["forward"]
 
 
-async def forward(ctx: BrokerContext, header, request, error_response: Callable):
+def forward(ctx: BrokerContext, header, request, error_response: Callable) -> Awaitable:
+    """The awaitable of the coordinator's answer: its future itself (``submit``), no coroutine
+    frame here to resume through per request."""
     if ctx.groups is None:
-        return error_response(header, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    return await ctx.groups.handle(header.api_key, header.api_version, request, header.client_id,
-                                   "/" + client_host())
+        return _answered(error_response(header, request, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    return ctx.groups.submit(header.api_key, header.api_version, request, header.client_id,
+                             "/" + client_host())
+
+
+async def _answered(response):
+    return response
 
 
 def split_unknown_partitions(ctx: BrokerContext, request) -> tuple[dict[tuple[str, int], int], object | None]:

@@ -10,6 +10,8 @@ with no known partition left is answered without the coordinator.
 
 from __future__ import annotations
 
+from typing import Awaitable
+
 from broker.server.context import BrokerContext
 from broker.server.handlers.group_common import (
     forward,
@@ -26,10 +28,16 @@ _Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 _Partition = OffsetCommitResponse.OffsetCommitResponsePartition
 
 
-async def handle(ctx: BrokerContext, header, request) -> OffsetCommitResponse:
+def handle(ctx: BrokerContext, header, request) -> Awaitable[OffsetCommitResponse]:
+    """Every partition known (the common case): the coordinator's awaitable itself, no
+    coroutine of this handler's to resume per commit."""
     answered, known = split_unknown_partitions(ctx, request)
     if known is request:
-        return await forward(ctx, header, request, error_response)
+        return forward(ctx, header, request, error_response)
+    return _handle_some_unknown(ctx, header, request, answered, known)
+
+
+async def _handle_some_unknown(ctx: BrokerContext, header, request, answered, known) -> OffsetCommitResponse:
     if known is not None:
         merge_partition_errors(answered, await forward(ctx, header, known, error_response))
     return _response(request, answered)
