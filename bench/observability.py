@@ -16,8 +16,11 @@ and rendering run 5x as often as the default). ``--topics`` extra topics of 2 pa
    ``--scrape-interval-s``; 0 = back to back), alternating, ``--runs`` times; medians of p99. The
    scrapers run in their own process (threads, bounded by the run's duration) and report how
    many scrapes they completed. A third arm aims the same scrapers at a dummy server (another
-   process serving the same bytes): the machine carries the scrapers' own CPU in both storm arms,
-   so storm / storm-elsewhere is the broker's share of the storm's effect.
+   process serving the same bytes, at the metrics child's nice level): the machine carries the
+   scrapers' own CPU in both storm arms, so storm / storm-elsewhere is the broker's share of the
+   storm's effect. The arms' order rotates from run to run. On a quiet machine, for the issue's
+   10 % target: ``--storm-only --runs 9 --storm-records 40000`` (~12 min; 9 runs of every arm
+   with twice the latency samples per run).
 3. **Broker CPU per scrape** (printed last; ``--cost-only`` runs only this): the watched broker's
    CPU time during 10 s of the storm without produce, minus 10 s idle, over the scrapes done.
 
@@ -127,7 +130,8 @@ print(done[0], errors[0])
 
 
 DUMMY = r"""
-import sys, http.server, socketserver
+import os, sys, http.server, socketserver
+os.nice(int(sys.argv[3]))  # as the broker's metrics child (broker.metrics.http_process)
 body = open(sys.argv[2], "rb").read()
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -142,7 +146,8 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_
 def dummy_server(port: int, body_path: Path) -> subprocess.Popen:
     """The same /metrics bytes served by another process: scrapers aimed here load the machine as
     a storm does, without touching the broker (the storm's cost to the broker = storm - this)."""
-    return subprocess.Popen([sys.executable, "-c", DUMMY, str(port), str(body_path)])
+    from broker.metrics.http_process import HTTP_NICE_INCREMENT
+    return subprocess.Popen([sys.executable, "-c", DUMMY, str(port), str(body_path), str(HTTP_NICE_INCREMENT)])
 
 
 def storm(url: str, scrapers: int, interval_s: float, seconds: float) -> subprocess.Popen:
@@ -237,10 +242,15 @@ def main() -> int:
             dummy = dummy_server(dummy_port, body)
             storms = {"unloaded": [], "storm": [], "storm_elsewhere": []}
             try:
-                for _ in range(args.runs):
-                    storms["unloaded"].append(perf(bootstrap, "on", args.storm_records, args.rate))
-                    for arm, url in (("storm", f"http://127.0.0.1:{metrics_port}/metrics"),
-                                     ("storm_elsewhere", f"http://127.0.0.1:{dummy_port}/metrics")):
+                arms = [("unloaded", None), ("storm", f"http://127.0.0.1:{metrics_port}/metrics"),
+                        ("storm_elsewhere", f"http://127.0.0.1:{dummy_port}/metrics")]
+                for run in range(args.runs):
+                    # The arms' order rotates from run to run: a drift of the machine's load
+                    # during the bench hits every arm alike instead of always the last one.
+                    for arm, url in arms[run % 3:] + arms[:run % 3]:
+                        if url is None:
+                            storms[arm].append(perf(bootstrap, "on", args.storm_records, args.rate))
+                            continue
                         scrapers = storm(url, args.scrapers, args.scrape_interval_s, seconds + 2)
                         row = perf(bootstrap, "on", args.storm_records, args.rate)
                         done, errors = map(int, scrapers.communicate(timeout=120)[0].split())

@@ -28,6 +28,10 @@ from broker.metrics.status_page import STATUS_PAGE
 __all__ = ["FILES", "main"]
 
 PARENT_CHECK_S = 0.5
+# Added to this process's nice value at start: on a machine short of CPU, a scrape storm's
+# answers wait for the broker's request path, never the other way round (issue 19: a storm of
+# 100 scrapers must keep produce p99 within 10 %). Idle cores still serve scrapes at once.
+HTTP_NICE_INCREMENT = 10
 FILES = {"/metrics": ("metrics", "text/plain; version=0.0.4; charset=utf-8"),
          "/status.json": ("status.json", "application/json")}
 _HTML = ("text/html; charset=utf-8", STATUS_PAGE.encode())
@@ -78,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--parent-pid", type=int, required=True)
     args = parser.parse_args(argv)
+    try:
+        os.nice(HTTP_NICE_INCREMENT)
+    except OSError:  # not allowed here: serve at the broker's priority
+        pass
     try:
         asyncio.run(_serve(args.host, args.port, args.dir, args.parent_pid))
     except OSError as exc:
