@@ -323,16 +323,12 @@ class Sender:
             need_pid = (self._s.idempotent and self._producer_id < 0 and not self._acc.empty
                         and now >= self._pid_retry_at and self.txn_added is None)
             to_add = self._partitions_to_add(now)
-        self._needs_background = need_pid or bool(self._state.metadata_wanted) or (bool(to_add) and not self.txn_v2)
+        self._needs_background = need_pid or bool(self._state.metadata_wanted) or bool(to_add)
         if need_pid:
             if not background:
                 return True
             self._init_producer_id()
-        if to_add and self.txn_v2:
-            with self._state.lock:  # Produce v12 adds them: no round trip before the first batch
-                self.txn_added.update(to_add)
-                self._state.stats["txn_partitions_added"] += len(to_add)
-        elif to_add and background:
+        if to_add and background:
             self._add_partitions(to_add)
         # answers and broken connections first: they free slots, fix leaders
         if readable is None:
@@ -463,8 +459,10 @@ class Sender:
             self._state.stats["producer_ids"] += 1
 
     def _partitions_to_add(self, now: float) -> list[tuple[str, int]]:
-        """Partitions with queued batches that the open transaction does not hold yet (lock held)."""
-        if self.txn_added is None or self._producer_id < 0 or now < self._pid_retry_at:
+        """Partitions with queued batches that the open transaction does not hold yet (lock held);
+        none at transaction version 2 (``_take_batches`` counts a partition in once a batch of it goes
+        out in a Produce v12, which has the leader add it)."""
+        if self.txn_added is None or self.txn_v2 or self._producer_id < 0 or now < self._pid_retry_at:
             return []
         return [tp for tp in self._acc.partitions() if tp not in self.txn_added]
 
@@ -570,7 +568,7 @@ class Sender:
             size = len(batch.payload) if batch.payload is not None else batch.size_bytes
             if chosen and total + size > self._s.request_bytes_max:
                 continue
-            if self.txn_added is not None and tp not in self.txn_added:
+            if self.txn_added is not None and tp not in self.txn_added and not self.txn_v2:
                 continue  # not in the transaction yet: the I/O thread's next turn adds it
             if self._s.idempotent and tp not in self._sequence_known and self._acc.in_flight_count(tp):
                 # A broker with no state for this producer on the partition accepts *any* first
@@ -585,6 +583,12 @@ class Sender:
                 batch.producer_id, batch.producer_epoch = self._producer_id, self._producer_epoch
                 batch.base_sequence = self._sequences.get(tp, 0)
                 self._sequences[tp] = (batch.base_sequence + batch.record_count) % _SEQUENCE_MOD
+            if self.txn_v2 and tp not in self.txn_added:
+                # Transaction version 2: this Produce v12 adds the partition. Counted only once a
+                # batch goes out: an abort of a transaction none of whose batches left sends no
+                # EndTxn (the coordinator would refuse it: no transaction of this epoch is open).
+                self.txn_added.add(tp)
+                self._state.stats["txn_partitions_added"] += 1
             self._acc.mark_in_flight(batch, now)
             chosen.append(batch)
             total += size
