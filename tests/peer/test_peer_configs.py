@@ -226,10 +226,15 @@ def test_kafka_reassign_partitions_alike(peers, tmp_path):
         lines = [line for line in (done.out + done.err).splitlines() if line.strip() and not line.startswith("\tat ")]
         return done.returncode, lines
 
-    moved = on_both(peers, lambda p: (run(p, "--execute", "--reassignment-json-file", str(plan)),
+    # --throttle: the tool writes the topic's throttled-replica lists and both brokers' rates, and
+    # the --verify that finds the move done clears them (its 'Clearing ...' lines) on both systems
+    moved = on_both(peers, lambda p: (run(p, "--execute", "--reassignment-json-file", str(plan),
+                                          "--throttle", "1000000"),
                                       run(p, "--verify", "--reassignment-json-file", str(plan)),
                                       run(p, "--execute", "--reassignment-json-file", str(bad))[0]))
     assert moved["pylog"] == moved["kafka"], moved
+    assert "The inter-broker throttle limit was set to 1000000 B/s" in moved["pylog"][0][1]
+    assert any(line.startswith("Clearing topic-level throttles on topic") for line in moved["pylog"][1][1])
     assert moved["pylog"][1][0] == 0 and f"Reassignment of partition {topic}-0 is completed." in moved["pylog"][1][1]
     assert moved["pylog"][2] != 0
 
