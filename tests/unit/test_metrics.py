@@ -109,6 +109,8 @@ def test_snapshot_gauges_are_exposed_with_kafka_names():
                     "lag": [{"topic": "t", "partition": 0, "committed": 4, "end": 9, "lag": 5}],
                     "total_lag": 5, "lag_truncated": False}],
         "transactions": [{"age_ms": 2500}],
+        "authentication": {"SASL_SSL": {"successful-reauthentication-total": 3,
+                                        "expired-connections-killed-count": 1}},
     }
     value = registry.get_sample_value
     assert value("kafka_server_replicamanager_underreplicatedpartitions") == 1
@@ -120,6 +122,9 @@ def test_snapshot_gauges_are_exposed_with_kafka_names():
     assert value("kafka_consumergroup_lag", {"consumergroup": "g", "topic": "t", "partition": "0"}) == 5
     assert value("kafka_coordinator_group_groupmetadatamanager_numgroups_state", {"state": "stable"}) == 1
     assert value("kafka_coordinator_transaction_oldest_open_age_seconds") == 2.5
+    assert value("kafka_server_socket_server_metrics_successful_reauthentication_total", {"listener": "SASL_SSL"}) == 3
+    assert value("kafka_server_socket_server_metrics_expired_connections_killed_count_total",
+                 {"listener": "SASL_SSL"}) == 1
 
 
 def test_lag_rows_past_the_budget_are_truncated_not_computed():
