@@ -38,6 +38,7 @@ SETTINGS = {
     "transaction.state.log.replication.factor": "2",
     "transaction.state.log.num.partitions": "2",
     "transaction.state.log.min.isr": "1",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
     "group.initial.rebalance.delay.ms": "0",
     "zookeeper.session.timeout.ms": str(BROKER_SESSION_TIMEOUT_MS),
     "controlled.shutdown.enable": "false",  # the last broker would retry moving leaders for 15 s
@@ -225,6 +226,33 @@ def test_open_transactions_and_their_end_are_reported(cluster):
     wait_until(lambda: total(cluster, "kafka_coordinator_transaction_open") == 0
                and total(cluster, "kafka_coordinator_transaction_ended_total", result="committed") == before + 1,
                "the transaction committed and no longer open")
+
+
+def test_a_transaction_aborted_by_its_timeout_is_counted(cluster):
+    create_topic(cluster, "txn-timeout-topic")
+    before = total(cluster, "kafka_coordinator_transaction_ended_total", result="aborted")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "timed-out-txn",
+                         "transaction.timeout.ms": 1000})  # librdkafka's minimum
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce("txn-timeout-topic", value=b"x")
+    producer.flush(DEADLINE_S)
+    # No EndTxn: the coordinator aborts it once its timeout has run out (checked every 200 ms).
+    wait_until(lambda: total(cluster, "kafka_coordinator_transaction_ended_total", result="aborted") == before + 1
+               and total(cluster, "kafka_coordinator_transaction_open") == 0,
+               "the timed-out transaction counted as aborted and no longer open")
+
+
+def test_the_metrics_server_yields_the_cpu_to_the_broker(cluster):
+    """The HTTP child runs 10 nice levels below its broker: a scrape storm on a machine short of
+    CPU waits for the request path (bench/observability.py's storm), not the other way round."""
+    from broker.metrics.http_process import HTTP_NICE_INCREMENT
+
+    pid = cluster.brokers[0].popen.pid
+    children = [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+                for c in (task / "children").read_text().split()]
+    (http,) = [c for c in children if b"broker.metrics.http_process" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    assert os.getpriority(os.PRIO_PROCESS, http) == min(19, os.getpriority(os.PRIO_PROCESS, pid) + HTTP_NICE_INCREMENT)
 
 
 def test_http_surface_is_read_only(cluster):
