@@ -7,10 +7,40 @@ brokers and Spark ran beside it). Properties are about correctness; speed has it
 ``bench/``. So the deadline is off everywhere, and the example counts stay as each test sets them.
 """
 
+import importlib.util
+import sys
+from pathlib import Path
+
 from hypothesis import settings
 
 settings.register_profile("pylog", deadline=None)
 settings.load_profile("pylog")
+
+
+# ------------------------------------------------------------------ the shared real processes
+#
+# tests/integration/integration_support.py (ZooKeeper and pylog broker processes) serves the
+# integration, peer and Spark tiers. It is loaded here once, by path, under one module name (and
+# the older alias ``pylog_integration_fixtures``), so any mix of tiers' files in one pytest run has
+# one copy of it: tier conftests and test files ``import integration_support`` and get this one.
+# Its session fixture ``zookeeper`` is registered here, at the root, so the whole run starts one
+# ZooKeeper, whichever tiers it runs (each cluster has its own chroot on it).
+
+def _load_once(name: str, path: Path, alias: str):
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    sys.modules.setdefault(alias, module)
+    return module
+
+
+integration_support = _load_once("integration_support",
+                                 Path(__file__).resolve().parent / "integration" / "integration_support.py",
+                                 alias="pylog_integration_fixtures")
+zookeeper = integration_support.zookeeper
 
 
 # ------------------------------------------------------------------ where the test run's time goes
@@ -53,3 +83,17 @@ def pytest_terminal_summary(terminalreporter):
         if budget and stop - start > budget:
             terminalreporter.write_line(f"WARNING: tier {tier} took {stop - start:.0f} s, over its budget of "
                                         f"{budget:.0f} s: see --durations above", yellow=True, bold=True)
+    _report_kafka_tool_runners(terminalreporter)
+
+
+def _report_kafka_tool_runners(terminalreporter) -> None:
+    """How many Kafka tool runs the pooled runner JVMs served (broker/tools/kafka_tool_runner.py):
+    a runner retired by a tool that left threads behind costs the next tool a JVM start."""
+    runner = sys.modules.get("broker.tools.kafka_tool_runner")
+    stats = runner.statistics() if runner is not None else {}
+    if not stats.get("tool_runs"):
+        return
+    terminalreporter.write_line(f"kafka tools  {stats['tool_runs']} runs in {stats['runners_started']} runner JVMs "
+                                f"({stats['runners_retired']} retired, {stats['runners_killed']} killed)")
+    if stats["last_retirement"]:
+        terminalreporter.write_line(f"  last retirement: {stats['last_retirement']}")

@@ -27,7 +27,7 @@ from broker.auth.acl import (
     ResourceType as Rt,
 )
 from broker.auth.zk_store import AclZkStore
-from conftest import ClusterFactory
+from integration_support import ClusterFactory
 
 pytestmark = pytest.mark.integration
 confluent_kafka = pytest.importorskip("confluent_kafka")

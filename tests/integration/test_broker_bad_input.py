@@ -15,7 +15,7 @@ import struct
 import time
 
 import pytest
-from conftest import ClusterFactory
+from integration_support import ClusterFactory
 from raw_socket import Raw
 
 from broker.client import AdminClient, Consumer, Producer

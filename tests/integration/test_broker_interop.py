@@ -19,7 +19,7 @@ import time
 from collections import Counter
 
 import pytest
-from conftest import ClusterFactory, api_versions_answer
+from integration_support import ClusterFactory, api_versions_answer
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.client.offset_store import ZkOffsetStore
 from broker.tools.zookeeper import reserve_free_port
-from conftest import REPO_ROOT, ClusterFactory
+from integration_support import REPO_ROOT, ClusterFactory
 
 pytestmark = [pytest.mark.integration]
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import confluent_kafka
 import pytest
-from conftest import ClusterFactory
+from integration_support import ClusterFactory
 from test_log_compaction import read_all
 
 from broker.client import AdminClient, ClientConfig

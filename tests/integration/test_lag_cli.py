@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.cli import _build_parser
 from broker.client.offset_store import KafkaOffsetStore, ZkOffsetStore
 from broker.tools.lag import run_lag
-from conftest import ClusterFactory
+from integration_support import ClusterFactory
 
 pytestmark = [pytest.mark.integration]
 

@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.tools.zookeeper import reserve_free_port
-from conftest import (BROKER_SESSION_TIMEOUT_MS, BrokerCluster, BrokerProcess,
+from integration_support import (BROKER_SESSION_TIMEOUT_MS, BrokerCluster, BrokerProcess,
                       wait_for_controller)
 
 pytestmark = [pytest.mark.integration]

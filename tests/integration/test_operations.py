@@ -45,7 +45,7 @@ from broker.tools.leader_election import add_leader_election_parser, run_leader_
 from broker.tools.log_dirs import run_log_dirs
 from broker.tools.reassign import CANNOT_EXECUTE_BECAUSE_OF_EXISTING, add_reassign_parser, assignment_json, run_reassign
 from broker.tools.topics import add_topics_parser, run_topics
-from conftest import ClusterFactory
+from integration_support import ClusterFactory
 
 pytestmark = [pytest.mark.integration]
 

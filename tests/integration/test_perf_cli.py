@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT
+from integration_support import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ClusterFactory
+from integration_support import ClusterFactory
 from history import History, ProducerWorkload, read_all
 
 from broker.cluster.errors import UnknownTopicOrPartitionError

@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.client import AdminClient as PylogAdmin
 from broker.client.partition_admin import list_partition_reassignments
 from broker.tools.reassign import add_reassign_parser, run_reassign
-from conftest import ClusterFactory
+from integration_support import ClusterFactory
 
 pytestmark = [pytest.mark.integration]
 

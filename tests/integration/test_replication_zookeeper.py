@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import ZOOKEEPER_SETTINGS, ZOOKEEPER_START_TIMEOUT_S, ClusterFactory
+from integration_support import ZOOKEEPER_SETTINGS, ZOOKEEPER_START_TIMEOUT_S, ClusterFactory
 from history import History, ProducerWorkload, read_all
 from test_replication_failover import isr, wait_until
 

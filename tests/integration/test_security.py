@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-import conftest as fixtures
+import integration_support as fixtures
 from broker.wire import decode_response, encode_request
 from secure_cluster import AUTH_TIMEOUT_MS, start_secure_cluster
 

@@ -21,16 +21,8 @@ import pytest
 from broker.tools.kafka_peer import ApacheKafkaCluster
 from peer_support import COMMON_BROKER_SETTINGS, Peer, internal_topic_settings
 
-_INTEGRATION = Path(__file__).resolve().parents[1] / "integration" / "conftest.py"
-if "pylog_integration_fixtures" in sys.modules:
-    integration = sys.modules["pylog_integration_fixtures"]
-else:
-    _spec = importlib.util.spec_from_file_location("pylog_integration_fixtures", _INTEGRATION)
-    integration = importlib.util.module_from_spec(_spec)
-    sys.modules[_spec.name] = integration
-    _spec.loader.exec_module(integration)
-
-zookeeper = integration.zookeeper  # re-exported session fixture
+import integration_support as integration  # loaded by tests/conftest.py (one copy per process)
+from integration_support import *  # noqa: E402,F403  (helpers, for old `from conftest import` lines elsewhere)
 
 # The process's one SparkSession, defined once for this tier and tests/spark (which may load it first).
 _SPARK_SESSION = Path(__file__).resolve().parents[1] / "spark" / "spark_session.py"

@@ -1,10 +1,10 @@
 """Fixtures for the Spark tier: ONE SparkSession for the whole test session (local[2], small
 shuffles, Python workers on this interpreter; defined in ``spark_session.py``, shared with the
-peer tier) and real pylog clusters from the integration fixtures (``tests/integration/conftest.py``),
+peer tier) and real pylog clusters from the integration fixtures (``tests/integration/integration_support.py``),
 one per test module where the module allows it.
 
-The integration conftest is loaded under its own module name (two ``conftest`` modules cannot
-share the name) and its session-scoped ``zookeeper`` fixture is re-exported here.
+The integration helpers come from ``integration_support`` (tests/conftest.py loads it once per
+process and registers its session-scoped ``zookeeper`` for every tier).
 """
 
 from __future__ import annotations
@@ -15,14 +15,8 @@ from pathlib import Path
 
 import pytest
 
-_INTEGRATION = Path(__file__).resolve().parents[1] / "integration" / "conftest.py"
-_spec = importlib.util.spec_from_file_location("pylog_integration_fixtures", _INTEGRATION)
-integration = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = integration
-_spec.loader.exec_module(integration)
-
-zookeeper = integration.zookeeper  # re-exported session fixture
-ClusterFactory = integration.ClusterFactory
+import integration_support as integration  # loaded by tests/conftest.py (one copy per process)
+from integration_support import *  # noqa: E402,F403  (ClusterFactory; helpers for old `from conftest import` lines)
 
 _SESSION = Path(__file__).resolve().parent / "spark_session.py"
 if "pylog_spark_session" in sys.modules:
