@@ -3,10 +3,12 @@ step with them.
 
 ``AclZkStore`` is blocking (kazoo): the broker calls it from worker threads, ``pylog acls`` directly.
 Writes are compare-and-set on the pattern znode's version (two admins adding ACLs to one topic at
-once both land), then a change notification. ``AclSync`` is the broker's watcher: it loads every
-ACL at start, then on each new notification re-reads only the patterns it names, builds a new
-immutable ``AclIndex`` and hands it to the ``Authorizer``; a ZooKeeper session that comes back
-after a loss triggers a full reload (notifications may have been missed and purged).
+once both land), then a change notification. ``AclSync`` is the broker's watcher and the only
+writer of its authorizer's index: it loads every ACL at start, then on each new notification (and
+for the patterns this broker's ACL handlers just wrote) re-reads only the patterns named, builds a
+new immutable ``AclIndex`` and hands it to the ``Authorizer``, one refresh at a time; a ZooKeeper
+session that comes back after a loss, or a failed refresh, triggers a full reload (notifications
+may have been missed and purged).
 Notifications older than ``ACL_CHANGE_EXPIRATION_MS`` (Kafka's 15 minutes) are deleted by the
 writer, so the change directories stay bounded.
 """
@@ -42,6 +44,7 @@ log = logging.getLogger(__name__)
 
 ACL_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 _CAS_ATTEMPTS_MAX = 20
+ACL_RETRY_BACKOFF_MS = 1000  # after a failed refresh, a full reload this much later
 
 
 class AclZkStore:
@@ -170,7 +173,16 @@ class AclZkStore:
 
 class AclSync:
     """Keeps ``authorizer``'s index equal to ZooKeeper's ACLs (module doc). Run ``run()`` as
-    one of the broker's tasks after ``start()``; it ends when cancelled."""
+    one of the broker's tasks after ``start()``; it ends when cancelled.
+
+    It is the only writer of the authorizer's index, and its refreshes run one at a time: each
+    reads ZooKeeper (through the broker's one session, whose reads never go back in time) after
+    the previous one's reads, and its index is published before the next begins. So a pattern's
+    entries in the index only ever move forward. A handler that just wrote ACLs asks for its
+    patterns through ``refresh`` instead of reading and publishing them itself: a read of its own
+    published after the sync had applied a newer state (another broker's change, notification
+    already seen) left the older ACLs in force until that pattern changed again - a revoked ACL
+    still allowing, in a quiet cluster for good."""
 
     def __init__(self, store: AclZkStore, authorizer: Authorizer, zk: KazooClient) -> None:
         self._store = store
@@ -179,15 +191,28 @@ class AclSync:
         self._wake = asyncio.Event()
         self._full_reload = False
         self._seen = {root: -1 for root in CHANGE_PATHS.values()}
+        self._index = AclIndex()  # what this sync last published
+        self._requested: set[ResourcePattern] = set()  # by local writers, read at the next refresh
+        self._waiters: list[asyncio.Future] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
         """Load every ACL before the broker answers its first request."""
         self._loop = asyncio.get_running_loop()
         await asyncio.to_thread(self._store.ensure_paths)
-        await asyncio.to_thread(self._reload_all)
+        self._publish(await asyncio.to_thread(self._reload_all))
         self._zk.add_listener(self._on_session_state)
         await asyncio.to_thread(self._store.watch_changes, self._poke)
+
+    async def refresh(self, patterns: Iterable[ResourcePattern]) -> None:
+        """Re-read ``patterns`` (this broker just wrote them) and return once the authorizer
+        holds what ZooKeeper held after the call (read-your-writes on this broker). Raises what
+        the reads raised."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._requested.update(patterns)
+        self._waiters.append(waiter)
+        self._wake.set()
+        await waiter
 
     def _poke(self) -> None:
         if self._loop is not None and not self._loop.is_closed():
@@ -199,41 +224,58 @@ class AclSync:
             self._poke()
 
     async def run(self) -> None:
-        """Until cancelled (broker shutdown): apply each batch of notifications."""
+        """Until cancelled (broker shutdown): apply each batch of notifications and requests."""
         while True:
             await self._wake.wait()
             self._wake.clear()
+            requested, self._requested = self._requested, set()
+            waiters, self._waiters = self._waiters, []
             try:
-                await asyncio.to_thread(self._refresh)
-            except Exception:  # ZooKeeper trouble: keep the ACLs we have, read all next time
-                log.exception("refreshing ACLs from ZooKeeper failed; will reload on the next change")
+                index = await asyncio.to_thread(self._refresh, self._index, requested)
+            except Exception as exc:  # ZooKeeper trouble: keep the ACLs we have, read all soon
+                log.exception("refreshing ACLs from ZooKeeper failed; reloading all in %d ms", ACL_RETRY_BACKOFF_MS)
                 self._full_reload = True
+                asyncio.get_running_loop().call_later(ACL_RETRY_BACKOFF_MS / 1000, self._wake.set)
+                _settle(waiters, exc)
+                continue
+            if index is not None:
+                self._publish(index)
+            _settle(waiters, None)
 
-    def _reload_all(self) -> None:
-        seen = {root: self._store.last_change(root) for root in self._seen}
-        self._apply(self._store.load_all())
-        self._seen = seen
-        self._full_reload = False
-
-    def _refresh(self) -> None:
-        if self._full_reload:
-            self._reload_all()
-            return
-        index = self._authorizer.index
-        changed = False
-        for root, after in self._seen.items():
-            for number, pattern in self._store.changes_after(root, after):
-                index = index.with_pattern(pattern, self._store.read_pattern(pattern)[0])
-                self._seen[root] = number
-                changed = True
-        if changed:
-            self._apply(index)
-
-    def _apply(self, index: AclIndex) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._authorizer.update, index)
-        else:
-            self._authorizer.update(index)
+    def _publish(self, index: AclIndex) -> None:
+        """On the event loop, in refresh order."""
+        self._index = index
+        self._authorizer.update(index)
         log.info("ACLs: %d on %d resource patterns", len(index), len(index.patterns()))
 
+    def _reload_all(self) -> AclIndex:
+        self._full_reload = False  # a session event from here on asks for another reload
+        seen = {root: self._store.last_change(root) for root in self._seen}
+        index = self._store.load_all()
+        self._seen = seen
+        return index
 
+    def _refresh(self, index: AclIndex, requested: set[ResourcePattern]) -> AclIndex | None:
+        """In a worker thread: ``index`` with every pattern a new notification names or a local
+        writer asked for re-read (each once), or None when nothing changed."""
+        if self._full_reload:
+            return self._reload_all()
+        patterns = set(requested)
+        for root, after in self._seen.items():
+            for number, pattern in self._store.changes_after(root, after):
+                patterns.add(pattern)
+                self._seen[root] = number
+        if not patterns:
+            return None
+        for pattern in patterns:
+            index = index.with_pattern(pattern, self._store.read_pattern(pattern)[0])
+        return index
+
+
+def _settle(waiters: list[asyncio.Future], error: Exception | None) -> None:
+    for waiter in waiters:
+        if not waiter.done():  # its request may have been cancelled (connection closed)
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)

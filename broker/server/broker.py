@@ -324,7 +324,8 @@ class Broker:
         store = AclZkStore(kazoo, self._now_ms)
         self.acl_sync = AclSync(store, authorizer, kazoo)
         await self.acl_sync.start()
-        self.context.authorizer, self.context.acl_store = authorizer, store
+        context = self.context
+        context.authorizer, context.acl_store, context.acl_sync = authorizer, store, self.acl_sync
 
     def _txn_coordinator(self, cache: MetadataCache, listener: str, producer_ids) -> TxnCoordinatorService:
         """The transaction coordinator with its marker sender (markers to this broker's own

@@ -72,9 +72,11 @@ class BrokerContext:
     # e.g. the TxnCoordinatorService); None: every transaction-opening produce gets INVALID_TXN_STATE
     txn_verifier: object | None = None
     # ACLs (issue 17): the broker.auth Authorizer when authorizer.class.name is set (the dispatcher
-    # then runs every request through broker.server.request_auth) and the AclZkStore that writes them
+    # then runs every request through broker.server.request_auth), the AclZkStore that writes them
+    # and the AclSync that alone updates the authorizer's ACLs (the handlers ask it to re-read)
     authorizer: object | None = None
     acl_store: object | None = None
+    acl_sync: object | None = None
     # SCRAM credentials in ZooKeeper (broker.server.credentials.CredentialStore); None: no users
     credentials: object | None = None
     # dynamic configs (broker.server.config_changes.ConfigChangeService: read/write/levels);

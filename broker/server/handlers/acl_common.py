@@ -3,13 +3,12 @@
 ``ctx.authorizer`` is the broker's ``broker.auth.authorizer.Authorizer`` (None: no
 ``authorizer.class.name``, and the ACL APIs answer SECURITY_DISABLED as Kafka does);
 ``ctx.acl_store`` the ``broker.auth.zk_store.AclZkStore`` that writes ZooKeeper. After a write the
-handler re-reads the patterns it touched into the local authorizer at once (read-your-writes on
-this broker); other brokers follow the change notification.
+handler has the broker's ``AclSync`` (``ctx.acl_sync``) re-read the patterns it touched before it
+answers (read-your-writes on this broker); other brokers follow the change notification.
 """
 
 from __future__ import annotations
 
-import asyncio
 from enum import IntEnum
 
 from broker.auth.acl import (
@@ -64,14 +63,9 @@ def binding_from(creation) -> AclBinding:
 
 
 async def refresh_patterns(ctx: BrokerContext, patterns) -> None:
-    """Re-read ``patterns`` from ZooKeeper into this broker's authorizer."""
-    store = ctx.acl_store
+    """Have this broker's authorizer follow ZooKeeper for ``patterns`` before answering.
 
-    def read():
-        return {pattern: store.read_pattern(pattern)[0] for pattern in patterns}
-
-    fresh = await asyncio.to_thread(read)
-    index = ctx.authorizer.index
-    for pattern, entries in fresh.items():
-        index = index.with_pattern(pattern, entries)
-    ctx.authorizer.update(index)
+    Through the broker's ``AclSync`` (``ctx.acl_sync``), which applies its reads in order: a read
+    made here and published here could land after the sync had applied a newer state of the same
+    pattern and keep the older ACLs in force (broker/auth/zk_store.py, ``AclSync``)."""
+    await ctx.acl_sync.refresh(patterns)
