@@ -68,18 +68,22 @@ def test_api_versions_answer_alike_at_every_version(peers):
     assert answers["pylog"] == answers["kafka"]
 
 
-def test_feature_flags_are_sent_by_apache_kafka_only(peers):
-    # Intended difference: KIP-584 feature flags (ApiVersions v3+ tagged fields) describe KRaft
-    # metadata versions; pylog, a ZooKeeper-mode cluster, has none, and clients do not need them.
+def test_feature_flags_transaction_version_on_both(peers):
+    # KIP-584 feature flags (ApiVersions v3+ tagged fields): both finalize transaction.version 2,
+    # which Java clients read to use transaction version 2 (KIP-890 part 2). Intended difference:
+    # the KRaft metadata versions and Kafka's other features, which a ZooKeeper-mode pylog lacks.
     features = {}
+    levels = {}
     for peer in peers:
         with connection(peer) as conn:
             response = conn.request(ApiKey.API_VERSIONS, {"client_software_name": "pylog-peer-tier",
                                                           "client_software_version": "1"}, api_version=4)
         features[peer.name] = ({f.name for f in response.supported_features or ()},
                                {f.name for f in response.finalized_features or ()})
+        levels[peer.name] = {f.name: f.max_version_level for f in response.finalized_features or ()}
     assert "metadata.version" in features["kafka"][0] and "metadata.version" in features["kafka"][1]
-    assert features["pylog"] == (set(), set())
+    assert features["pylog"] == ({"transaction.version"}, {"transaction.version"})
+    assert levels["pylog"]["transaction.version"] == levels["kafka"]["transaction.version"] == 2
 
 
 def _api_versions_shape(response) -> tuple:

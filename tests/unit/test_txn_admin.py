@@ -78,8 +78,9 @@ def test_timed_out_transaction_is_aborted_and_its_producer_fenced():
     meta = d.state()
     assert meta.state is TxnState.CompleteAbort and meta.producer_epoch == epoch + 1
     assert [(m.producer_epoch, m.committed) for m in d.markers_sent] == [(epoch + 1, False)]
-    # the abort is a transaction version 2 decision at the fenced epoch (Kafka 4.1): the timed-out
-    # producer's commit reads as the other decision's retry, its abort as a retry of it
+    # Kafka 4.1: an EndTxn v0-4 of the timed-out producer is fenced; one of v5 reads the fenced
+    # epoch as the abort's (version-2 rules): its commit as the other decision, its abort as a retry
+    assert d.answer(d.end(pid, epoch, True)).error_code == FENCED
     assert d.answer(d.end(pid, epoch, True, version=5)).error_code == ErrorCode.INVALID_TXN_STATE
     assert d.answer(d.end(pid, epoch, False, version=5)).error_code == 0
     assert d.answer(d.add(pid, epoch, [("t", 2)])).results_by_topic_v3_and_below[0] \

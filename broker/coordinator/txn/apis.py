@@ -157,10 +157,10 @@ def end_transaction(core, shard, meta: TxnMetadata, producer_id: int, producer_e
     first gets a new producer id (``next_producer_id``, the request re-run when it arrives) that
     the transaction rotates to once its markers are written. Not from a client: the fence of a
     timed-out or re-initialized producer (already bumped)."""
-    retry_on_overflow = from_client and meta.end_retry_on_overflow(producer_id, producer_epoch)
+    retry_on_overflow = from_client and bump_epoch and meta.end_retry_on_overflow(producer_id, producer_epoch)
     if meta.producer_id != producer_id and not retry_on_overflow:
         return done(rsp.INVALID_PRODUCER_ID_MAPPING, now_ms)
-    if not retry_on_overflow and not meta.end_epoch_valid(producer_epoch, from_client):
+    if not retry_on_overflow and not meta.end_epoch_valid(producer_epoch, from_client, version_2=bump_epoch):
         return done(rsp.PRODUCER_FENCED, now_ms)
     fencing = meta.pending is S.PrepareEpochFence
     if meta.pending is not None and not fencing:

@@ -175,22 +175,23 @@ class TxnMetadata:
                              next_producer_id=NO_PRODUCER_ID)
 
     def end_retry_on_overflow(self, producer_id: int, producer_epoch: int) -> bool:
-        """A retry of the EndTxn whose decision rotated the producer id (Kafka's retryOnOverflow):
-        the old id at the exhausted epoch, the new one stored at epoch 0."""
+        """A retry of the EndTxn v5 whose decision rotated the producer id (Kafka's
+        retryOnOverflow): the old id at the exhausted epoch, the new one stored at epoch 0."""
         return (self.client_transaction_version >= 2 and self.pending is not S.PrepareEpochFence
                 and self.state in (S.CompleteCommit, S.CompleteAbort)
                 and producer_id == self.previous_producer_id and producer_id != self.producer_id
                 and producer_epoch == EPOCH_EXHAUSTED and self.producer_epoch == 0)
 
-    def end_epoch_valid(self, producer_epoch: int, from_client: bool) -> bool:
+    def end_epoch_valid(self, producer_epoch: int, from_client: bool, version_2: bool = False) -> bool:
         """May an EndTxn at ``producer_epoch`` act on this state (else PRODUCER_FENCED)?
-        After a transaction version 2 decision the stored epoch is one higher than the one the
-        ended transaction used: only a retry (epoch + 1 == stored) may see Prepare*/Complete*,
-        and the next transaction (Ongoing, Empty) needs the stored epoch itself, so a delayed
-        EndTxn of the previous transaction never ends the next one (Kafka's
-        ``endTransaction`` isValidEpoch). Transaction version 0/1: the stored epoch exactly
-        (higher too when not from a client: a fence already bumped)."""
-        if self.client_transaction_version >= 2 and self.pending is not S.PrepareEpochFence:
+        ``version_2``: an EndTxn v5+ (Kafka 4.1 picks the rules by the request's version:
+        ``endTransaction`` vs ``endTransactionWithTV1``). After a decision that bumped the epoch
+        the stored epoch is one higher than the one the ended transaction used: only a retry
+        (epoch + 1 == stored) may see Prepare*/Complete*, and the next transaction (Ongoing,
+        Empty) needs the stored epoch itself, so a delayed EndTxn of the previous transaction
+        never ends the next one. Versions 0-4: the stored epoch exactly (higher too when not
+        from a client: a fence already bumped)."""
+        if version_2 and from_client and self.pending is not S.PrepareEpochFence:
             if self.state in (S.Ongoing, S.Empty, S.Dead):
                 return producer_epoch == self.producer_epoch
             return producer_epoch + 1 == self.producer_epoch
