@@ -31,6 +31,11 @@ does its I/O, the way ``broker.server.group_coordinator`` serves the group core:
 - **Verification (KIP-890 part 1).** ``verify`` answers for transactional ids this broker
   coordinates from the core (in-process, read-only); for others it asks the coordinator with a
   verify-only AddPartitionsToTxn (v4+), which that broker's handler hands to its core.
+- **Implicit add (KIP-890 part 2, transaction version 2).** ``add_partitions`` adds a Produce
+  v12's (or TxnOffsetCommit v5's) partitions to the producer's transaction: in-process through
+  ``handle_settled`` (asked again after each completed write while the previous transaction of
+  the id is still completing, instead of answering CONCURRENT_TRANSACTIONS), or with one
+  AddPartitionsToTxn v5 to the coordinator broker, whose handler does the same.
 
 Every task belongs to the task group of ``run`` and is cancelled with it; ``close`` unloads every
 partition so parked requests are answered NOT_COORDINATOR.

@@ -9,6 +9,11 @@ that come while a request is in flight go together in the next one (a Produce ve
 partitions at once: one round trip, not one per partition). A verification is needed for a
 producer's first batch of each transaction on each partition.
 
+Transaction version 2 (KIP-890 part 2): with ``add`` the request is not verify-only, at v5 --
+the coordinator adds the partition to the producer's transaction (a Produce v12 or TxnOffsetCommit
+v5 sent no AddPartitionsToTxn), waiting there for the previous transaction to complete; adds and
+verifications never share a request.
+
 Answers: the partition's error code (NONE when it is in the producer's ongoing transaction), or
 the response's top-level error. No coordinator known (topic or leader missing):
 NOT_COORDINATOR. A connection failure raises ``InterBrokerError``: the Produce handler answers
