@@ -44,7 +44,10 @@ log = logging.getLogger(__name__)
 
 ACL_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 _CAS_ATTEMPTS_MAX = 20
-ACL_RETRY_BACKOFF_MS = 1000  # after a failed refresh, a full reload this much later
+# after a failed refresh, a full reload this much later, doubling while they keep failing (a
+# ZooKeeper outage logs one line per try, not a stream); a session that comes back reloads at once
+ACL_RETRY_BACKOFF_MS = 1000
+ACL_RETRY_BACKOFF_MAX_MS = 10_000
 
 
 class AclZkStore:
@@ -225,6 +228,7 @@ class AclSync:
 
     async def run(self) -> None:
         """Until cancelled (broker shutdown): apply each batch of notifications and requests."""
+        failures = 0  # refreshes failed in a row
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -233,11 +237,15 @@ class AclSync:
             try:
                 index = await asyncio.to_thread(self._refresh, self._index, requested)
             except Exception as exc:  # ZooKeeper trouble: keep the ACLs we have, read all soon
-                log.exception("refreshing ACLs from ZooKeeper failed; reloading all in %d ms", ACL_RETRY_BACKOFF_MS)
+                backoff_ms = min(ACL_RETRY_BACKOFF_MS << min(failures, 16), ACL_RETRY_BACKOFF_MAX_MS)
+                failures += 1
+                log.warning("refreshing ACLs from ZooKeeper failed (%s: %s); reloading all in %d ms",
+                            type(exc).__name__, exc, backoff_ms, exc_info=failures == 1)
                 self._full_reload = True
-                asyncio.get_running_loop().call_later(ACL_RETRY_BACKOFF_MS / 1000, self._wake.set)
+                asyncio.get_running_loop().call_later(backoff_ms / 1000, self._wake.set)
                 _settle(waiters, exc)
                 continue
+            failures = 0
             if index is not None:
                 self._publish(index)
             _settle(waiters, None)
