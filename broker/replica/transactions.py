@@ -82,12 +82,18 @@ VERIFICATION_PASSED_THROUGH = frozenset({
 })
 
 
-def produce_error_for_verification(error: int) -> int:
+def produce_error_for_verification(error: int, abortable: bool = False) -> int:
     """The Produce answer for a verification answer. PRODUCER_FENCED becomes
     INVALID_PRODUCER_EPOCH, what Kafka 4.1 answers a zombie's transactional Produce (compared in
-    tests/peer/test_peer_txn_errors.py; Kafka's AddPartitionsToTxnManager converts it)."""
+    tests/peer/test_peer_txn_errors.py; Kafka's AddPartitionsToTxnManager converts it). A
+    partition not in the transaction (the coordinator's TRANSACTION_ABORTABLE, which the core's
+    in-process ``verify`` gives as INVALID_TXN_STATE) is TRANSACTION_ABORTABLE for a request
+    that may carry it (``abortable``: Produce v11+, TxnOffsetCommit v4+; seen on Kafka 4.1),
+    INVALID_TXN_STATE for older ones."""
     if error == ErrorCode.PRODUCER_FENCED:
         return ErrorCode.INVALID_PRODUCER_EPOCH
+    if error in (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.INVALID_TXN_STATE):
+        return ErrorCode.TRANSACTION_ABORTABLE if abortable else ErrorCode.INVALID_TXN_STATE
     return error if error in VERIFICATION_PASSED_THROUGH else ErrorCode.NOT_ENOUGH_REPLICAS
 
 

@@ -203,13 +203,15 @@ def test_end_txn_v5_delayed_past_the_next_transaction_is_fenced(wire, topic):
 
 def test_a_produce_to_a_partition_not_added_is_refused(wire, topic):
     """KIP-890 part 1 (transaction verification, on by default since Kafka 3.6): a transactional
-    produce to a partition the transaction has not added is INVALID_TXN_STATE and appends
-    nothing, before any AddPartitionsToTxn and while another partition is in the transaction;
-    no transaction is left hanging on it (DescribeProducers: no open transaction)."""
+    produce to a partition the transaction has not added is INVALID_TXN_STATE (Produce v11+:
+    TRANSACTION_ABORTABLE) and appends nothing, before any AddPartitionsToTxn and while another
+    partition is in the transaction; no transaction is left hanging on it (DescribeProducers: no
+    open transaction)."""
     assert wire.init() == "NONE"
     assert wire.produce(topic, 0, [b"early"]) == ("INVALID_TXN_STATE", -1)
     assert wire.add_partitions([(topic, 1)]) == {(topic, 1): "NONE"}
     assert wire.produce(topic, 0, [b"stray"]) == ("INVALID_TXN_STATE", -1)
+    assert wire.produce(topic, 0, [b"stray"], version=11) == ("TRANSACTION_ABORTABLE", -1)
     assert wire.produce(topic, 1, [b"added"]) == ("NONE", 0)
     assert log_of(wire.peer, topic, 0) == []
     error, producers = wire.producers(topic, 0)

@@ -230,7 +230,7 @@ def test_produce_v12_adds_the_partition_and_retries_concurrent_transactions(harn
     call (not the verifier, which a disabled verification would make accept anything);
     CONCURRENT_TRANSACTIONS is asked again (Kafka's add.partitions.to.txn.retry.backoff.ms), and
     the guard is taken after the add (the marker written in between would drop an earlier one).
-    Produce v9 still only verifies."""
+    Produce v9 and v11 still only verify."""
     harness.context.txn_verifier = ScriptedVerifier({("events", 0): ErrorCode.INVALID_TXN_STATE})
     harness.context.txn = coordinator = AddingCoordinator(harness, [ErrorCode.CONCURRENT_TRANSACTIONS])
     request = {"transactional_id": "tx", "acks": -1, "timeout_ms": 1000,
@@ -243,6 +243,10 @@ def test_produce_v12_adds_the_partition_and_retries_concurrent_transactions(harn
     request["topic_data"][0]["partition_data"] = [{"index": 0, "records": txn_batch(["b"], epoch=1)}]
     assert run(harness.call(PRODUCE, 9, request)).responses[0].partition_responses[0].error_code \
         == ErrorCode.INVALID_TXN_STATE
+    # Produce v11+ may carry TRANSACTION_ABORTABLE, which Kafka 4.1 answers for a partition not
+    # in the transaction
+    assert run(harness.call(PRODUCE, 11, request)).responses[0].partition_responses[0].error_code \
+        == ErrorCode.TRANSACTION_ABORTABLE
 
 
 def test_api_versions_finalizes_transaction_version_2():

@@ -78,7 +78,7 @@ async def handle(ctx: BrokerContext, header, request) -> ProduceResponse | None:
     order = produce_order()
     ticket = order.take()  # before the first await: tickets follow request order
     try:
-        refused, verified = await _verify_transactions(ctx, request, header.api_version >= 12)
+        refused, verified = await _verify_transactions(ctx, request, header.api_version)
         await order.wait_turn(ticket)  # every earlier Produce on this connection has appended
         results: dict[tuple[str, int], AppendResult] = dict(refused)
         for topic in request.topic_data:
@@ -104,9 +104,9 @@ def _no_response(results: dict) -> None:
     return None
 
 
-async def _verify_transactions(ctx: BrokerContext, request, add: bool) -> tuple[dict, dict]:
+async def _verify_transactions(ctx: BrokerContext, request, api_version: int) -> tuple[dict, dict]:
     """KIP-890 part 1: ask the coordinator about every partition where a transactional batch
-    would open the producer's transaction (``add``, Produce v12: have it added, part 2).
+    would open the producer's transaction (v12: have it added, part 2).
     Returns (refused partitions with their result, verified partitions with the verification
     guard the append must present)."""
     asks = {}
@@ -120,6 +120,7 @@ async def _verify_transactions(ctx: BrokerContext, request, add: bool) -> tuple[
                 asks[(topic.name, data.index)] = (header, partition)
     if not asks:
         return {}, {}
+    add = api_version >= 12
     answers = dict(zip(asks, await asyncio.gather(*(
         ask_coordinator(ctx, request.transactional_id, h.producer_id, h.producer_epoch, *key, add=False,
                         start_guard=lambda p=p, pid=h.producer_id: p.start_txn_verification(pid))
@@ -130,7 +131,7 @@ async def _verify_transactions(ctx: BrokerContext, request, add: bool) -> tuple[
     for key, answer in answers.items():
         # the coordinator could not be asked: retriable
         error, guard = (ErrorCode.NOT_ENOUGH_REPLICAS, None) if isinstance(answer, BaseException) else answer
-        answered, error = error, produce_error_for_verification(error)
+        answered, error = error, produce_error_for_verification(error, abortable=api_version >= 11)
         if error == ErrorCode.NONE:
             verified[key] = guard
         else:

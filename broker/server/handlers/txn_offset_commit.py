@@ -37,7 +37,8 @@ API_KEY = ApiKey.TXN_OFFSET_COMMIT
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition
 _CLIENT_ERRORS = frozenset({ErrorCode.INVALID_TXN_STATE, ErrorCode.INVALID_PRODUCER_EPOCH,
-                            ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_ID_MAPPING})
+                            ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                            ErrorCode.TRANSACTION_ABORTABLE})
 
 
 async def handle(ctx: BrokerContext, header, request) -> TxnOffsetCommitResponse:
@@ -83,7 +84,7 @@ async def _verify(ctx: BrokerContext, request, api_version: int) -> tuple[int, o
             start_guard=lambda: partition.start_txn_verification(request.producer_id))
     except Exception:  # the coordinator could not be asked: retriable (as produce's verification)
         error, guard = ErrorCode.NOT_ENOUGH_REPLICAS, None
-    error = produce_error_for_verification(error)
+    error = produce_error_for_verification(error, abortable=api_version >= 4)
     if error == ErrorCode.NONE:
         return error, guard
     return (error if error in _CLIENT_ERRORS else ErrorCode.COORDINATOR_NOT_AVAILABLE), None
