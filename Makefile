@@ -4,12 +4,12 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
-# Debian packages pylog needs at run or test time: a JRE and ZooKeeper for the cluster, kcat for
-# interop tests, Maven to fetch Apache Kafka, Chromium and its WebDriver for the status page's browser
-# test, Burrow for the lag-evaluation test (issue 19). Each is installed only when the command it
-# provides is missing.
-APT_PACKAGES := default-jre-headless:java zookeeper:/usr/share/zookeeper/bin/zkServer.sh kcat:kcat maven:mvn \
-  chromium:chromium chromium-driver:chromedriver burrow:Burrow
+# Debian packages pylog needs at run or test time: a JRE and ZooKeeper for the cluster, javac for the
+# Kafka tool runner (below), kcat for interop tests, Maven to fetch Apache Kafka, Chromium and its
+# WebDriver for the status page's browser test, Burrow for the lag-evaluation test (issue 19). Each is
+# installed only when the command it provides is missing.
+APT_PACKAGES := default-jre-headless:java default-jdk-headless:javac zookeeper:/usr/share/zookeeper/bin/zkServer.sh \
+  kcat:kcat maven:mvn chromium:chromium chromium-driver:chromedriver burrow:Burrow
 PYTEST_ARGS ?=
 # The benchmarks' peer (bench/broker_ingest.py): Redis Streams, driven by redis-benchmark.
 BENCH_APT_PACKAGES := redis-server:redis-server redis-tools:redis-benchmark
@@ -21,6 +21,10 @@ BENCH_APT_PACKAGES := redis-server:redis-server redis-tools:redis-benchmark
 KAFKA_VERSION := $(shell sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' conf/apache-kafka/pom.xml)
 KAFKA_HOME := .cache/apache-kafka/$(KAFKA_VERSION)
 KAFKA_STAMP := $(KAFKA_HOME)/.fetched-$(shell cat conf/apache-kafka/pom.xml | cksum | cut -d' ' -f1)
+
+# KafkaToolRunner runs Kafka's tools one after another in one JVM (broker/tools/kafka_tool_runner.py
+# says why); compiled beside the jars, into a new directory renamed into place whole.
+KAFKA_RUNNER := $(KAFKA_HOME)/runner/KafkaToolRunner.class
 
 # Spark's own Kafka connector (format("kafka"), spark-sql-kafka-0-10) for the peer tier's Spark tests:
 # only the jars pyspark does not ship (conf/spark-kafka/pom.xml says which and why this version).
@@ -52,7 +56,7 @@ system-packages:
 
 python-packages: $(STAMP)
 
-apache-kafka: $(KAFKA_STAMP)
+apache-kafka: $(KAFKA_STAMP) $(KAFKA_RUNNER)
 
 $(KAFKA_STAMP): conf/apache-kafka/pom.xml
 	@echo "fetching Apache Kafka $(KAFKA_VERSION) from Maven Central into $(KAFKA_HOME)"
@@ -60,6 +64,11 @@ $(KAFKA_STAMP): conf/apache-kafka/pom.xml
 	mvn -q -B -f conf/apache-kafka/pom.xml dependency:copy-dependencies \
 	  -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_HOME)/libs
 	@touch $@
+
+$(KAFKA_RUNNER): conf/apache-kafka/KafkaToolRunner.java $(KAFKA_STAMP)
+	@rm -rf $(KAFKA_HOME)/runner.new && mkdir -p $(KAFKA_HOME)/runner.new
+	javac --release 17 -nowarn -d $(KAFKA_HOME)/runner.new -cp '$(KAFKA_HOME)/libs/*' $<
+	@rm -rf $(KAFKA_HOME)/runner && mv $(KAFKA_HOME)/runner.new $(KAFKA_HOME)/runner
 
 spark-kafka: $(SPARK_KAFKA_STAMP)
 

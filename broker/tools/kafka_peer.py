@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.tools import kafka_tool_runner
 from broker.tools.broker_process import answers_api_versions, is_process_alive
 from broker.tools.zookeeper import reserve_free_port
 
@@ -132,6 +133,13 @@ def run_kafka_tool(tool: str, args: Sequence[str], *, timeout_s: float = 120.0, 
     if tool not in TOOL_CLASSES:
         raise ValueError(f"unknown Kafka tool {tool!r}; known: {', '.join(sorted(TOOL_CLASSES))}")
     install = install or find_kafka_install()
+    # Fast path: a pooled JVM that runs tool after tool (kafka_tool_runner), where make setup built it.
+    pooled = kafka_tool_runner.run(
+        lambda main_class, main_args, options: install.command(main_class, main_args, jvm_options=options),
+        install.classpath, install.libs, TOOL_CLASSES[tool], args, input=input, timeout_s=timeout_s,
+        archive=_class_archive(install, kafka_tool_runner.RUNNER_CLASS), quiet_cds=_QUIET_CDS)
+    if pooled is not None:
+        return pooled
     # The tools' JVM is short-lived: C1 only and the serial GC start it about twice as fast, and the
     # tool's classes come parsed and verified from its class data archive (_class_archive).
     archive, recording, options = _class_archive(install, TOOL_CLASSES[tool]), None, []
@@ -181,6 +189,8 @@ def _install_fingerprint(install: KafkaInstall) -> str:
     java = Path(install.java).resolve()
     parts = [str(java), str(java.stat().st_mtime_ns)]
     parts += [f"{jar.name}:{jar.stat().st_size}:{jar.stat().st_mtime_ns}" for jar in sorted(install.libs.glob("*.jar"))]
+    runner = kafka_tool_runner.runner_directory(install.libs)  # its classes are in its archive too
+    parts += [f"{path.name}:{path.stat().st_mtime_ns}" for path in sorted(runner.glob("*.class"))]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
