@@ -12,7 +12,7 @@ producer's first batch of each transaction on each partition.
 Transaction version 2 (KIP-890 part 2): with ``add`` the request is not verify-only, at v5 --
 the coordinator adds the partition to the producer's transaction (a Produce v12 or TxnOffsetCommit
 v5 sent no AddPartitionsToTxn), waiting there for the previous transaction to complete; adds and
-verifications never share a request.
+verifications never share a request (nor a connection).
 
 Answers: the partition's error code (NONE when it is in the producer's ongoing transaction), or
 the response's top-level error. No coordinator known (topic or leader missing):
@@ -84,7 +84,9 @@ class RemoteTxnVerifier:
         endpoint = snapshot.endpoint(leader, self._listener) if leader >= 0 else None
         if endpoint is None:
             return ErrorCode.NOT_COORDINATOR
-        key = (endpoint.host, endpoint.port)
+        # adds on a connection of their own: one waits at the coordinator for the previous
+        # transaction of its id to complete, which must not hold up verifications
+        key = (endpoint.host, endpoint.port, add)
         destination = self._connections.get(key)
         if destination is None:
             destination = self._connections[key] = _Destination(InterBrokerConnection(
