@@ -20,7 +20,7 @@ import logging
 from typing import Callable, Iterable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.recipe.watchers import ChildrenWatch
 
 from broker.auth.acl import AclBinding, AclBindingFilter, PatternType, ResourcePattern
@@ -96,22 +96,29 @@ class AclZkStore:
     def remove(self, acl_filter: AclBindingFilter, index: AclIndex | None = None) -> list[AclBinding]:
         """Delete every stored ACL the filter matches; return them."""
         index = self.load_all() if index is None else index
-        removed = []
+        gone_by_pattern: dict[ResourcePattern, set] = {}
         patterns = {b.pattern for b in index.bindings(acl_filter)}
         for pattern in patterns:
-            def without(current, pattern=pattern):
-                gone = {e for e in current if acl_filter.matches(AclBinding(pattern, e))}
-                removed.extend(AclBinding(pattern, e) for e in gone)
+            def without(current, pattern=pattern):  # per attempt: only the one that lands counts
+                gone = gone_by_pattern[pattern] = {e for e in current if acl_filter.matches(AclBinding(pattern, e))}
                 return current - gone
             self._update(pattern, without)
-        return removed
+        return [AclBinding(pattern, entry) for pattern, gone in gone_by_pattern.items() for entry in gone]
 
     def _update(self, pattern: ResourcePattern, change) -> None:
         """Compare-and-set the pattern's znode to ``change(current)``; delete it when empty; then
-        notify every broker."""
+        notify every broker.
+
+        The znode version alone cannot tell a znode from one deleted and created again since it
+        was read (versions restart at 0), and a set that matched such a version would write a
+        stale set over newer ACLs - revoked ones back in force. So a delete also bumps the data
+        version of the resource type's znode (``/kafka-acl/Topic``: no data, in Kafka's layout
+        too), and a set checks that version in the same ZooKeeper transaction."""
         path = pattern_path(pattern)
+        parent = path.rsplit("/", 1)[0]
         for _ in range(_CAS_ATTEMPTS_MAX):
-            current, version = self.read_pattern(pattern)
+            parent_version = self._version(parent)
+            current, version = self._read_for_update(pattern)
             new = frozenset(change(current))
             if new == current:
                 return
@@ -119,9 +126,11 @@ class AclZkStore:
                 if version < 0:
                     self._zk.create(path, encode_acls(new), makepath=True)
                 elif not new:
-                    self._zk.delete(path, version=version)
+                    self._commit(self._zk.transaction(), lambda t: (
+                        t.delete(path, version=version), t.set_data(parent, b"", version=parent_version)))
                 else:
-                    self._zk.set(path, encode_acls(new), version=version)
+                    self._commit(self._zk.transaction(), lambda t: (
+                        t.check(parent, parent_version), t.set_data(path, encode_acls(new), version=version)))
                 break
             except (BadVersionError, NodeExistsError, NoNodeError):
                 continue  # someone else changed it: read again
@@ -129,6 +138,24 @@ class AclZkStore:
             raise RuntimeError(f"{path} kept changing under us ({_CAS_ATTEMPTS_MAX} attempts)")
         self._zk.create(change_path(pattern), encode_change(pattern), sequence=True, makepath=True)
         self._purge_old_changes(pattern.pattern_type)
+
+    def _read_for_update(self, pattern: ResourcePattern):
+        return self.read_pattern(pattern)
+
+    def _version(self, path: str) -> int:
+        try:
+            return self._zk.get(path)[1].version
+        except NoNodeError:
+            return -1
+
+    @staticmethod
+    def _commit(transaction, operations) -> None:
+        """Commit a ZooKeeper transaction; a refused one raises its first real error (the
+        others answer RolledBackError)."""
+        operations(transaction)
+        for result in transaction.commit():
+            if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+                raise result
 
     def _purge_old_changes(self, pattern_type: PatternType) -> None:
         root = CHANGE_PATHS[pattern_type]

@@ -1,10 +1,10 @@
-"""broker.auth.zk_store.AclZkStore against a real ZooKeeper: two brokers changing one resource's
-ACLs at once (CreateAcls / DeleteAcls on each) both land.
+"""broker.auth.zk_store.AclZkStore against a real ZooKeeper: brokers changing one resource's
+ACLs at once (CreateAcls / DeleteAcls on each) all land.
 
-Both writers read the pattern znode at the same version before either writes (a barrier in their
-first read), so the second write is the one ZooKeeper refuses with BadVersion (or NodeExists for
-the first ACL of a resource); the store must read again and apply its change on top, as Kafka's
-ZooKeeper authorizer did, never write its stale set over the other's.
+One writer's read of the pattern is held until another session has changed the pattern, so its
+write is the one ZooKeeper must refuse (NodeExists for the first ACL of a resource, BadVersion
+after), and the store must read again and apply its change on top, never write its stale set over
+the newer one - also when the znode was deleted and made again up to the very version it read.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import pytest
 from kazoo.client import KazooClient
@@ -39,19 +40,20 @@ def _acl(principal: str, op: Op = Op.WRITE) -> AclBinding:
     return AclBinding(TOPIC, AccessControlEntry(principal, "*", op, Perm.ALLOW))
 
 
-class _MeetingStore(AclZkStore):
-    """Its first read of a pattern waits until the other writer has read too."""
+class _HeldStore(AclZkStore):
+    """Its first read for an update is held until ``proceed`` is set."""
 
-    def __init__(self, zk: KazooClient, barrier: threading.Barrier) -> None:
+    def __init__(self, zk: KazooClient) -> None:
         super().__init__(zk, lambda: int(time.time() * 1000))
-        self._barrier = barrier
+        self.first_read, self.proceed = threading.Event(), threading.Event()
         self.reads = 0
 
-    def read_pattern(self, pattern):
-        answer = super().read_pattern(pattern)
+    def _read_for_update(self, pattern):
+        answer = super()._read_for_update(pattern)
         self.reads += 1
         if self.reads == 1:
-            self._barrier.wait(CALL_TIMEOUT_S)
+            self.first_read.set()
+            assert self.proceed.wait(CALL_TIMEOUT_S)
         return answer
 
 
@@ -68,36 +70,48 @@ def two_brokers_sessions(zk_connect):
             client.close()
 
 
-def _race(clients, first, second):
-    """Run ``first(store)`` and ``second(store)`` on two sessions, both reading before writing."""
-    barrier = threading.Barrier(2)
-    stores = [_MeetingStore(client, barrier) for client in clients]
-    with ThreadPoolExecutor(2) as pool:
-        results = [pool.submit(first, stores[0]), pool.submit(second, stores[1])]
-        answers = [r.result(CALL_TIMEOUT_S) for r in results]
-    return stores, answers
+@contextmanager
+def _held(client, write):
+    """``write(store)`` in a thread, its first read held while the block runs; gives the answer
+    holder ``[answer]`` filled once it is done."""
+    store, answer = _HeldStore(client), []
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(write, store)
+        assert store.first_read.wait(CALL_TIMEOUT_S)
+        yield answer
+        store.proceed.set()
+        answer.append(future.result(CALL_TIMEOUT_S))
+    assert store.reads == 2  # refused once, read again
 
 
-def test_concurrent_creates_and_a_delete_on_one_resource_all_land(two_brokers_sessions):
-    plain = AclZkStore(two_brokers_sessions[0], lambda: int(time.time() * 1000))
-    plain.ensure_paths()
-    notified = len(two_brokers_sessions[0].get_children(LITERAL_CHANGES))
+def test_concurrent_creates_and_deletes_on_one_resource_all_land(two_brokers_sessions):
+    mine, theirs = two_brokers_sessions
+    other = AclZkStore(theirs, lambda: int(time.time() * 1000))
+    other.ensure_paths()
+    notified = len(theirs.get_children(LITERAL_CHANGES))
 
-    # the first ACL of the resource from both: one create wins, the other finds the znode and sets
-    stores, _ = _race(two_brokers_sessions, lambda s: s.add([_acl("User:alice")]),
-                      lambda s: s.add([_acl("User:bob")]))
-    assert plain.read_pattern(TOPIC)[0] == {_acl("User:alice").entry, _acl("User:bob").entry}
-    assert max(s.reads for s in stores) >= 2  # one of them did read again
+    # the first ACL of the resource from both: the held create finds the znode and sets
+    with _held(mine, lambda s: s.add([_acl("User:alice")])):
+        other.add([_acl("User:bob")])
+    assert other.read_pattern(TOPIC)[0] == {_acl("User:alice").entry, _acl("User:bob").entry}
 
-    # a set against a set (version check), and a delete against a set
+    # a delete against a set: the delete answers what it removed, once
     alices = AclBindingFilter(Rt.TOPIC, TOPIC.name, PatternType.LITERAL, "User:alice")
-    index = plain.load_all()  # what DeleteAcls matched its filter against
-    _, (_, removed) = _race(two_brokers_sessions, lambda s: s.add([_acl("User:carol")]),
-                            lambda s: s.remove(alices, index))
-    assert removed == [_acl("User:alice")]
-    entries, version = plain.read_pattern(TOPIC)
-    assert entries == {_acl("User:bob").entry, _acl("User:carol").entry}
-    assert version == 3  # created, then one set per change: none overwrote another
+    index = other.load_all()  # what DeleteAcls matched its filter against
+    with _held(mine, lambda s: s.remove(alices, index)) as removed:
+        other.add([_acl("User:carol")])
+    assert removed == [[_acl("User:alice")]]
+    assert other.read_pattern(TOPIC) == ({_acl("User:bob").entry, _acl("User:carol").entry}, 3)
+
+    # read at version 3; meanwhile every ACL goes (the znode is deleted) and four new ones come,
+    # the znode made again and set up to version 3: the held set must still be refused
+    with _held(mine, lambda s: s.add([_acl("User:dave")])):
+        other.remove(AclBindingFilter(Rt.TOPIC, TOPIC.name, PatternType.LITERAL))
+        for name in ("erin", "frank", "gina", "hal"):
+            other.add([_acl(f"User:{name}")])
+        assert other.read_pattern(TOPIC)[1] == 3
+    assert other.read_pattern(TOPIC)[0] == {_acl(f"User:{name}").entry
+                                            for name in ("erin", "frank", "gina", "hal", "dave")}
 
     # every change told the brokers
-    assert len(two_brokers_sessions[0].get_children(LITERAL_CHANGES)) - notified == 4
+    assert len(theirs.get_children(LITERAL_CHANGES)) - notified == 2 + 2 + 6

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from broker.auth.zk_store import AclZkStore
 
@@ -127,6 +127,9 @@ class FakeSession:
             del self.data._nodes[path]
             self.data._changed_children(path.rsplit("/", 1)[0])
 
+    def transaction(self) -> "_FakeTransaction":
+        return _FakeTransaction(self)
+
     def _expect(self, path: str, version: int) -> _Node:
         node = self.data._nodes.get(path)
         if node is None:
@@ -137,6 +140,40 @@ class FakeSession:
 
     def add_listener(self, _listener) -> None:
         pass  # sessions here are never lost
+
+
+class _FakeTransaction:
+    """check / set_data / delete on distinct paths, all or none (kazoo's results list)."""
+
+    def __init__(self, session: FakeSession) -> None:
+        self._session = session
+        self._ops: list[tuple[str, str, object, int]] = []
+
+    def check(self, path: str, version: int) -> None:
+        self._ops.append(("check", path, None, version))
+
+    def set_data(self, path: str, value: bytes, version: int = -1) -> None:
+        self._ops.append(("set", path, value, version))
+
+    def delete(self, path: str, version: int = -1) -> None:
+        self._ops.append(("delete", path, None, version))
+
+    def commit(self) -> list:
+        session, data = self._session, self._session.data
+        with data._lock:
+            for i, (_, path, _, version) in enumerate(self._ops):
+                try:
+                    session._expect(path, version)
+                except (NoNodeError, BadVersionError) as exc:
+                    return [RolledBackError()] * i + [exc] + [RolledBackError()] * (len(self._ops) - i - 1)
+            for kind, path, value, _ in self._ops:
+                node = data._nodes[path]
+                if kind == "set":
+                    node.data, node.version = value, node.version + 1
+                elif kind == "delete":
+                    del data._nodes[path]
+                    data._changed_children(path.rsplit("/", 1)[0])
+        return [True] * len(self._ops)
 
 
 class FakeAclStore(AclZkStore):
