@@ -2,8 +2,9 @@
 step with them.
 
 ``AclZkStore`` is blocking (kazoo): the broker calls it from worker threads, ``pylog acls`` directly.
-Writes are compare-and-set on the pattern znode's version (two admins adding ACLs to one topic at
-once both land), then a change notification. ``AclSync`` is the broker's watcher and the only
+Writes are compare-and-set on the pattern znode's version and its resource type znode's (two
+admins adding ACLs to one topic at once both land; ``_update`` says why two versions), then a
+change notification. ``AclSync`` is the broker's watcher and the only
 writer of its authorizer's index: it loads every ACL at start, then on each new notification (and
 for the patterns this broker's ACL handlers just wrote) re-reads only the patterns named, builds a
 new immutable ``AclIndex`` and hands it to the ``Authorizer``, one refresh at a time; a ZooKeeper
