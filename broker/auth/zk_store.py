@@ -224,7 +224,8 @@ class AclSync:
         self._seen = {root: -1 for root in CHANGE_PATHS.values()}
         self._index = AclIndex()  # what this sync last published
         self._requested: set[ResourcePattern] = set()  # by local writers, read at the next refresh
-        self._waiters: list[asyncio.Future] = []
+        self._waiters: list[asyncio.Future] = []  # for the next refresh
+        self._in_flight: list[asyncio.Future] = []  # for the refresh under way
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
@@ -256,12 +257,20 @@ class AclSync:
 
     async def run(self) -> None:
         """Until cancelled (broker shutdown): apply each batch of notifications and requests."""
+        try:
+            await self._follow()
+        finally:  # nobody is left to answer a handler's refresh
+            for waiter in (*self._in_flight, *self._waiters):
+                waiter.cancel()
+
+    async def _follow(self) -> None:
         failures = 0  # refreshes failed in a row
         while True:
             await self._wake.wait()
             self._wake.clear()
             requested, self._requested = self._requested, set()
-            waiters, self._waiters = self._waiters, []
+            waiters = self._in_flight = self._waiters
+            self._waiters = []
             try:
                 index = await asyncio.to_thread(self._refresh, self._index, requested)
             except Exception as exc:  # ZooKeeper trouble: keep the ACLs we have, read all soon
