@@ -4,12 +4,12 @@ step with them.
 ``AclZkStore`` is blocking (kazoo): the broker calls it from worker threads, ``pylog acls`` directly.
 Writes are compare-and-set on the pattern znode's version and its resource type znode's (two
 admins adding ACLs to one topic at once both land; ``_update`` says why two versions), then a
-change notification. ``AclSync`` is the broker's watcher and the only
-writer of its authorizer's index: it loads every ACL at start, then on each new notification (and
-for the patterns this broker's ACL handlers just wrote) re-reads only the patterns named, builds a
-new immutable ``AclIndex`` and hands it to the ``Authorizer``, one refresh at a time; a ZooKeeper
-session that comes back after a loss, or a failed refresh, triggers a full reload (notifications
-may have been missed and purged).
+change notification. ``AclSync`` is the broker's watcher and the only writer of its authorizer's
+index: it loads every ACL at start, then on each new notification (and for the patterns this
+broker's ACL handlers just wrote) re-reads only the patterns named, builds a new immutable
+``AclIndex`` and hands it to the ``Authorizer``, one refresh at a time; a ZooKeeper session that
+comes back after a loss, or a failed refresh, triggers a full reload (notifications may have been
+missed and purged).
 Notifications older than ``ACL_CHANGE_EXPIRATION_MS`` (Kafka's 15 minutes) are deleted by the
 writer, so the change directories stay bounded.
 """
@@ -127,11 +127,15 @@ class AclZkStore:
                 if version < 0:
                     self._zk.create(path, encode_acls(new), makepath=True)
                 elif not new:
-                    self._commit(self._zk.transaction(), lambda t: (
-                        t.delete(path, version=version), t.set_data(parent, b"", version=parent_version)))
+                    transaction = self._zk.transaction()
+                    transaction.delete(path, version=version)
+                    transaction.set_data(parent, b"", version=parent_version)
+                    _commit(transaction)
                 else:
-                    self._commit(self._zk.transaction(), lambda t: (
-                        t.check(parent, parent_version), t.set_data(path, encode_acls(new), version=version)))
+                    transaction = self._zk.transaction()
+                    transaction.check(parent, parent_version)
+                    transaction.set_data(path, encode_acls(new), version=version)
+                    _commit(transaction)
                 break
             except (BadVersionError, NodeExistsError, NoNodeError):
                 continue  # someone else changed it: read again
@@ -148,15 +152,6 @@ class AclZkStore:
             return self._zk.get(path)[1].version
         except NoNodeError:
             return -1
-
-    @staticmethod
-    def _commit(transaction, operations) -> None:
-        """Commit a ZooKeeper transaction; a refused one raises its first real error (the
-        others answer RolledBackError)."""
-        operations(transaction)
-        for result in transaction.commit():
-            if isinstance(result, Exception) and not isinstance(result, RolledBackError):
-                raise result
 
     def _purge_old_changes(self, pattern_type: PatternType) -> None:
         root = CHANGE_PATHS[pattern_type]
@@ -312,9 +307,18 @@ class AclSync:
                 self._seen[root] = number
         if not patterns:
             return None
+        by_pattern = dict(index.patterns())  # one new index, not one per pattern
         for pattern in patterns:
-            index = index.with_pattern(pattern, self._store.read_pattern(pattern)[0])
-        return index
+            by_pattern[pattern] = self._store.read_pattern(pattern)[0]
+        return AclIndex(by_pattern)
+
+
+def _commit(transaction) -> None:
+    """Commit a ZooKeeper transaction; a refused one raises its first real error (the others
+    answer RolledBackError)."""
+    for result in transaction.commit():
+        if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+            raise result
 
 
 def _settle(waiters: list[asyncio.Future], error: Exception | None) -> None:
