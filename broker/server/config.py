@@ -43,8 +43,8 @@ from typing import Callable, Mapping
 
 from broker.client.properties import parse_properties  # noqa: F401 (re-exported: tools and __main__ import it from here)
 from broker.cluster.internal_topics import InternalTopicsConfig
-from broker.coordinator.group.core import GroupSettings
-from broker.coordinator.txn.core import TxnSettings
+from broker.coordinator.group.effects import GroupSettings  # not .core: it loads numba (0.26 s of CPU per CLI call)
+from broker.coordinator.txn.effects import TxnSettings  # not .core: it loads numba through the group coordinator
 from broker.auth.config import AuthorizerConfig, authorizer_from_properties
 from broker.log import LogConfig
 from broker.server.security_config import SecurityConfig, security_from_properties
