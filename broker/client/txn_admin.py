@@ -90,7 +90,8 @@ class TxnAdmin:
             out.update(self._list_on(joined, body, min_version, None))
         return out
 
-    def _list_on(self, nodes: list[int], body: dict, min_version: int, meanwhile) -> dict[int, list[TransactionListing]]:
+    def _list_on(self, nodes: list[int], body: dict, min_version: int,
+                 meanwhile) -> dict[int, list[TransactionListing]]:
         """ListTransactions to ``nodes``: all sent, then ``meanwhile()`` (if any), then all read."""
         sent = []
         try:
