@@ -114,12 +114,17 @@ def test_cluster_to_cluster_copy_notebook(txn_cluster, cluster_factory, tmp_path
                         "PYLOG_SOURCE_TOPIC": source_topic, "PYLOG_TARGET_TOPIC": target_topic,
                         "PYLOG_CHECKPOINT": str(tmp_path / "ck")}.items():
         monkeypatch.setenv(name, value)
-    for total in (700, 1000):
-        notebook = nbformat.read(NOTEBOOK, as_version=4)
-        nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
-                                resources={"metadata": {"path": str(tmp_path)}}).execute()
-        text = "\n".join(o.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
-                         for o in cell.get("outputs", []))
-        assert f"target {total} records (read_committed), 0 duplicated" in text, text
-        check_exactly_once(target.bootstrap, target_topic, total)
-        produce_keyed(txn_cluster.bootstrap, source_topic, 300, start=700)
+    # Both runs in one kernel (its Python and Spark's JVM start once; the notebook's spark.stop()
+    # ends its SparkContext, and the second run builds a new one), as a user re-runs all cells.
+    client = nbclient.NotebookClient(nbformat.read(NOTEBOOK, as_version=4), timeout=300, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    with client.setup_kernel():
+        for total in (700, 1000):
+            client.nb = notebook = nbformat.read(NOTEBOOK, as_version=4)
+            for index, cell in enumerate(notebook.cells):
+                client.execute_cell(cell, index)
+            text = "\n".join(o.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
+                             for o in cell.get("outputs", []))
+            assert f"target {total} records (read_committed), 0 duplicated" in text, text
+            check_exactly_once(target.bootstrap, target_topic, total)
+            produce_keyed(txn_cluster.bootstrap, source_topic, 300, start=700)
