@@ -543,12 +543,19 @@ class _Deferred:
 
     def handle(self, frame: bytes):
         """The dispatcher's coroutine itself (no wrapping coroutine per request)."""
+        return self._made().handle(frame)
+
+    def start(self, frame: bytes):
+        """``Dispatcher.start``: the network layer starts a request inline (no task) with it."""
+        return self._made().start(frame)
+
+    def _made(self) -> Dispatcher:
         if self._dispatcher is None:
             assert self._broker.context is not None, "serving starts after the context exists"
             metrics = self._broker.metrics
             self._dispatcher = Dispatcher(self._broker.context,
                                           metrics.requests.observe if metrics is not None else None)
-        return self._dispatcher.handle(frame)
+        return self._dispatcher
 
 
 def ensure_chroot(connect: str, timeout_ms: int) -> None:

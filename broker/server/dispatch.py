@@ -26,6 +26,7 @@ false``, no tags, and skipping the remainder.
 from __future__ import annotations
 
 import logging
+from asyncio import Future
 from time import perf_counter
 
 from broker.server.context import BrokerContext
@@ -63,6 +64,38 @@ class Dispatcher:
         self._ctx = ctx
         self._observe = observe
 
+    def start(self, frame: bytes):
+        """``handle`` started inline by the network layer (``network._Connection._start_inline``):
+        a served request with no quota gate and no authorizer whose handler answers with a
+        future (OffsetCommit's coordinator future) gives ``(future, finish)``, no coroutine or
+        task per request; anything else gives a coroutine that is ``handle``'s answer."""
+        try:
+            header, request = decode_request(frame, strict=False)
+        except (UnknownApiKey, UnsupportedVersion, MalformedRequest):
+            return self.handle(frame)  # answered (or closed) by the general path
+        module = HANDLERS.get(header.api_key)
+        served = SERVED_API_VERSIONS.get(header.api_key)
+        if (module is None or served is None or not served[0] <= header.api_version <= served[1]
+                or self._ctx.authorizer is not None
+                or gate_for(self._ctx.quotas, header, request) is not None):
+            return self._handle_decoded(header, request, len(frame))
+        started = perf_counter()
+        answer = module.handle(self._ctx, header, request)
+        if not isinstance(answer, Future):
+            return self._finish_awaited(header, request, answer, started)
+        return answer, lambda response: self._finish(header, request, response, started)
+
+    async def _finish_awaited(self, header, request, answer, started: float) -> list | None:
+        return self._finish(header, request, await answer, started)
+
+    def _finish(self, header, request, response, started: float) -> list | None:
+        if self._observe is not None:
+            self._observe(header, request, response, perf_counter() - started)
+        if response is None:
+            return None
+        return encode_response_chunks(header.api_key, header.api_version, header.correlation_id,
+                                      response)
+
     async def handle(self, frame: bytes) -> list | None:
         try:
             header, request = decode_request(frame, strict=False)
@@ -75,6 +108,9 @@ class Dispatcher:
                      f"correlation id {exc.header.correlation_id}") if exc.header else "header"
             logger.warning("malformed request (%s): %s", where, exc)
             raise CloseConnection(f"malformed request: {exc}") from None
+        return await self._handle_decoded(header, request, len(frame))
+
+    async def _handle_decoded(self, header, request, frame_bytes: int) -> list | None:
         module = HANDLERS.get(header.api_key)
         if module is None or header.api_key not in SERVED_API_VERSIONS:
             # Parsed but not served: what a client sees must not depend on whether our codec
@@ -84,7 +120,7 @@ class Dispatcher:
         if low <= header.api_version <= high:
             gate = gate_for(self._ctx.quotas, header, request)  # client quotas (quota_gate.py)
             if gate is not None:
-                return await gate.serve(self._ctx.now_ms, header, request, len(frame),
+                return await gate.serve(self._ctx.now_ms, header, request, frame_bytes,
                                         lambda: self._answer(module, header, request))
             response = await self._answer(module, header, request)
         else:

@@ -31,7 +31,10 @@ a response without its size prefix; a ``list`` is the chunks of ``wire.encode_re
 (size prefix included), handed to the transport in one ``writelines`` (one send for a small
 response); None means no response (acks=0 produce). A handler that raises is
 a broken invariant: the connection is closed and the error logged; the broker keeps serving
-everyone else.
+everyone else. A handler may also offer ``start(frame)`` (``Dispatcher.start``), called inline
+from ``data_received`` in the connection's context when no earlier request of the connection
+is still waiting for its task to begin (requests start in arrival order either way): a request
+answered by a future (OffsetCommit: the group coordinator's future) then needs no task.
 
 The peer's address: each request task runs in its connection's ``contextvars`` context, where
 ``client_host()`` answers the peer's IP address (the group coordinator records it as a member's
@@ -147,6 +150,11 @@ class AnswerAndClose(Exception):
 
 
 class RequestHandler(Protocol):
+    """``handle(frame)``: the response (frame chunks) or None (no answer). A handler may also
+    have ``start(frame)`` (``Dispatcher.start``): called inline where the request's start order
+    allows (see ``_Connection._start``); it returns either an awaitable of the same answer or
+    ``(future, finish)``: the response is ``finish(future.result())``, with no task of its own."""
+
     async def handle(self, frame: bytes) -> bytes | list | None: ...
 
 
@@ -291,6 +299,8 @@ class _Connection(asyncio.Protocol):
         self._last_received = 0.0
         self._output: list = []  # responses finished in this event-loop iteration, in order
         self._flush_handle: asyncio.Handle | None = None
+        self._start = getattr(server._handler, "start", None)
+        self._unstarted = 0  # request tasks created whose handler has not started yet
         self.closed = self._loop.create_future()
 
     # ------------------------------------------------------------------ transport events
@@ -346,7 +356,8 @@ class _Connection(asyncio.Protocol):
         if self._mute_timer is not None:
             self._mute_timer.cancel()
         for request in self._pending:
-            request.task.cancel()
+            if request.task is not None:
+                request.task.cancel()
         if self._transport is not None and self in self._server._connections:
             self._server._unregister(self)
         if not self.closed.done():
@@ -377,7 +388,11 @@ class _Connection(asyncio.Protocol):
             self._server.stats.requests += 1
             request = _Request()
             self._pending.append(request)
-            request.task = self._loop.create_task(self._serve(request, frame), context=self._context)
+            if self._start is None or self._unstarted:
+                self._unstarted += 1  # a later request may start inline only after this one did
+                request.task = self._loop.create_task(self._serve(request, frame), context=self._context)
+            else:
+                self._start_inline(request, frame)
         if position:
             del buffer[:position]
         if len(self._pending) >= limits.inflight_requests_max:
@@ -410,17 +425,73 @@ class _Connection(asyncio.Protocol):
         """Handle one request; if it is the oldest one pending, write its response (and any
         finished after it) from here, in this task's step, not from a done-callback one
         event-loop iteration later."""
+        self._unstarted -= 1
         try:
             request.response = await self._server._handler.handle(frame)
-        except CloseConnection as close:
-            log.info("closing %s: %s", self._peer, close)
-            request.response = _FAILED
-        except AnswerAndClose as final:
-            log.info("closing %s after answering: %s", self._peer, final)
-            request.response = _Final(final.response)
-        except Exception:
-            log.exception("handler failed for a request from %s; closing the connection", self._peer)
-            request.response = _FAILED
+        except BaseException as exc:  # noqa: BLE001 - cancellation is re-raised by _failed
+            request.response = self._failed(exc)
+        self._finished(request)
+
+    async def _serve_started(self, request: "_Request", answer) -> None:
+        """``_serve`` for a request whose handler ``start`` returned an awaitable."""
+        self._unstarted -= 1
+        try:
+            request.response = await answer
+        except BaseException as exc:  # noqa: BLE001 - cancellation is re-raised by _failed
+            request.response = self._failed(exc)
+        self._finished(request)
+
+    def _start_inline(self, request: "_Request", frame: bytes) -> None:
+        """Start a request's handler now, in the connection's context, with no task of its own
+        when it answers with a future (an OffsetCommit: the group coordinator's future). A task
+        per request, created, scheduled and stepped twice, was the largest share of the broker's
+        CPU per pipelined commit left after run 9 (docs/performance.md, issue 14). Requests
+        start in arrival order: once one is left to a task, the ones after it wait for a task
+        too (``_unstarted``), so an inline start never overtakes an earlier request."""
+        try:
+            if _CONNECTION_STATE.get(None) is self._state:  # in the context (a task, a callback)
+                answer = self._start(frame)
+            else:
+                answer = self._context.run(self._start, frame)
+        except BaseException as exc:  # noqa: BLE001 - cancellation is re-raised by _failed
+            request.response = self._failed(exc)
+            request.task = self._loop.create_future()  # something for the connection's waits
+            request.task.set_result(None)
+            self._loop.call_soon(self._finished, request)  # not from inside _take_frames' loop
+            return
+        if type(answer) is tuple:
+            future, finish = answer
+            request.task = future  # cancelled with the connection, as a task would cancel it
+            future.add_done_callback(lambda done: self._resolved(request, finish, done),
+                                     context=self._context)
+        else:
+            self._unstarted += 1
+            request.task = self._loop.create_task(self._serve_started(request, answer), context=self._context)
+
+    def _resolved(self, request: "_Request", finish, future: asyncio.Future) -> None:
+        if future.cancelled():
+            return  # the connection is gone (connection_lost, abort, close)
+        try:
+            request.response = finish(future.result())
+        except BaseException as exc:  # noqa: BLE001 - cancellation is re-raised by _failed
+            request.response = self._failed(exc)
+        self._finished(request)
+
+    def _failed(self, exc: BaseException):
+        """What a handler's exception makes of its response slot (see the module doc)."""
+        if isinstance(exc, CloseConnection):
+            log.info("closing %s: %s", self._peer, exc)
+            return _FAILED
+        if isinstance(exc, AnswerAndClose):
+            log.info("closing %s after answering: %s", self._peer, exc)
+            return _Final(exc.response)
+        if not isinstance(exc, Exception):
+            raise exc
+        log.error("handler failed for a request from %s; closing the connection", self._peer,
+                  exc_info=exc)
+        return _FAILED
+
+    def _finished(self, request: "_Request") -> None:
         request.done = True
         if self._pending and self._pending[0] is request:
             self._write_finished()
@@ -499,7 +570,8 @@ class _Connection(asyncio.Protocol):
         self._flush_output()  # what was answered before the close goes first
         self._closing = True
         for request in self._pending:
-            request.task.cancel()
+            if request.task is not None:
+                request.task.cancel()
         if self._transport is not None:
             self._transport.close()
 
@@ -507,7 +579,8 @@ class _Connection(asyncio.Protocol):
         """Shutdown after the drain time: drop everything now."""
         self._closing = True
         for request in self._pending:
-            request.task.cancel()
+            if request.task is not None:
+                request.task.cancel()
         if self._transport is not None:
             self._transport.abort()
 
@@ -515,7 +588,7 @@ class _Connection(asyncio.Protocol):
         """Until the transport is gone and every request task has ended."""
         await self.closed
         if self._pending:
-            await asyncio.gather(*(r.task for r in self._pending), return_exceptions=True)
+            await asyncio.gather(*(r.task for r in self._pending if r.task is not None), return_exceptions=True)
 
     def _check_authenticated(self) -> None:
         """``authentication_timeout_ms`` after connecting: a connection that has not finished

@@ -340,3 +340,98 @@ def test_principal_is_anonymous_until_set_and_then_the_connections_alone():
     assert after == [b"User:alice"] * 2
     assert other == b"User:ANONYMOUS"
     assert principal() == ANONYMOUS
+
+
+class StartingHandler:
+    """A handler with ``start`` (as ``Dispatcher.start``): frames b"f<ms>:<payload>" answer with
+    ``(future, finish)`` (the future resolved after the delay), b"a<ms>:<payload>" with a
+    coroutine; b"x:" raises in ``start``. ``started`` is the order the handlers began in."""
+
+    def __init__(self):
+        self.started: list[bytes] = []
+        self.tasks_at_start: list[bool] = []
+
+    def start(self, frame: bytes):
+        kind, rest = frame[:1], frame[1:]
+        if kind == b"x":
+            raise RuntimeError("handler bug in start")
+        delay, payload = rest.split(b":", 1)
+        if kind == b"a":
+            return self._answer(int(delay), payload)
+        self.started.append(payload)
+        self.tasks_at_start.append(asyncio.current_task() is not None)
+        future = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_later(int(delay) / 1000, future.set_result, payload)
+        return future, lambda answer: answer + b"!"
+
+    async def handle(self, frame: bytes):
+        """The path of a request started behind a task that has not run yet."""
+        answer = self.start(frame)
+        if isinstance(answer, tuple):
+            future, finish = answer
+            return finish(await future)
+        return await answer
+
+    async def _answer(self, delay_ms: int, payload: bytes) -> bytes:
+        self.started.append(payload)
+        self.tasks_at_start.append(True)
+        await asyncio.sleep(delay_ms / 1000)
+        return payload
+
+
+def run_starting(scenario, limits: NetworkLimits = NetworkLimits()):
+    async def main():
+        handler = StartingHandler()
+        server = KafkaServer(handler, "127.0.0.1", 0, limits)
+        await server.start()
+        try:
+            return await asyncio.wait_for(scenario(server, handler), 10)
+        finally:
+            await server.close()
+
+    return asyncio.run(main())
+
+
+def test_started_handlers_answer_in_order_and_start_in_arrival_order():
+    """Future answers need no task; a request after one left to a task (a coroutine handler)
+    still starts after it, and every answer goes out in request order."""
+    async def scenario(server, handler):
+        reader, writer = await connect(server)
+        writer.write(frame(b"f200:one") + frame(b"f0:two") + frame(b"a100:three") + frame(b"f0:four"))
+        got = [await read_frame(reader) for _ in range(4)]
+        writer.write(frame(b"f0:five"))
+        got.append(await read_frame(reader))
+        writer.close()
+        return got, handler.started, handler.tasks_at_start
+
+    got, started, tasks = run_starting(scenario)
+    assert got == [b"one!", b"two!", b"three", b"four!", b"five!"]
+    assert started == [b"one", b"two", b"three", b"four", b"five"]
+    assert tasks == [False, False, True, True, False]  # four waited behind three's task
+
+
+def test_start_that_raises_closes_after_earlier_answers():
+    async def scenario(server, handler):
+        reader, writer = await connect(server)
+        writer.write(frame(b"f50:ok") + frame(b"x:") + frame(b"f0:never"))
+        first = await read_frame(reader)
+        rest = await reader.read()
+        writer.close()
+        return first, rest
+
+    assert run_starting(scenario) == (b"ok!", b"")
+
+
+def test_started_handlers_beyond_the_inflight_bound_start_from_an_answer():
+    """Frames held back by the in-flight bound are started when an answer makes room, from
+    the answer's callback (inside the connection's context)."""
+    async def scenario(server, handler):
+        reader, writer = await connect(server)
+        writer.write(b"".join(frame(b"f10:%d" % i) for i in range(6)))
+        got = [await read_frame(reader) for _ in range(6)]
+        writer.close()
+        return got, handler.tasks_at_start
+
+    got, tasks = run_starting(scenario, NetworkLimits(inflight_requests_max=2))
+    assert got == [b"%d!" % i for i in range(6)]
+    assert tasks == [False] * 6
