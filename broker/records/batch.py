@@ -76,10 +76,42 @@ class ControlRecord:
     version: int = 0
 
 
+_SMALL_VARINTS = 2048  # ZigZag varints of 0..2047 (one or two bytes), looked up, not computed
+_VARINT = [bytes(bytearray_varint) for bytearray_varint in (
+    (lambda out: (encode_varint(n, out), out)[1])(bytearray()) for n in range(_SMALL_VARINTS))]
+
+
 def encode_records(records: Sequence[Record], base_offset: int, base_timestamp: int) -> bytearray:
+    """The records of a batch, each its length varint and body (Kafka ``DefaultRecord``).
+
+    A small record (no headers, key and value present, every varint under ``_SMALL_VARINTS``:
+    the group coordinator's offset commits) takes its varints from a table instead of
+    ``encode_varint``: the general path was most of the coordinator's batch encoding per
+    OffsetCommit (issue 14). Every other record takes the general path."""
     out = bytearray()
     body = bytearray()
+    table, small = _VARINT, _SMALL_VARINTS
     for record in records:
+        key, value = record.key, record.value
+        timestamp_delta = record.timestamp - base_timestamp
+        offset_delta = record.offset - base_offset
+        if (not record.headers and key is not None and value is not None and 0 <= timestamp_delta < small
+                and 0 <= offset_delta < small):
+            fields = (table[timestamp_delta], table[offset_delta])
+            key_size, value_size = len(key), len(value)
+            size = 2 + len(fields[0]) + len(fields[1]) + key_size + value_size + (
+                (1 if key_size < 64 else 2) + (1 if value_size < 64 else 2))
+            if size < small:
+                out += table[size]
+                out.append(0)  # attributes
+                out += fields[0]
+                out += fields[1]
+                out += table[key_size]
+                out += key
+                out += table[value_size]
+                out += value
+                out.append(0)  # no headers
+                continue
         body.clear()
         body.append(0)  # attributes
         encode_varint(record.timestamp - base_timestamp, body)

@@ -211,3 +211,19 @@ def test_record_offset_delta_beyond_last_offset_delta_is_corrupt():
     struct.pack_into(">i", buf, 23, 1)  # claim lastOffsetDelta 1: still >= recordsCount - 1
     with pytest.raises(CorruptRecordError, match="offsetDelta 5 outside"):
         decode_batch(recrc(buf))
+
+
+@pytest.mark.parametrize("key_size,value_size", [(0, 0), (10, 20), (63, 0), (64, 64), (1000, 1000),
+                                                 (2000, 100), (3000, 5)])
+def test_small_records_table_path_round_trips_at_its_bounds(key_size, value_size):
+    """encode_records' table path (varints under 2048 looked up) against decode_batch, at the
+    one/two-byte varint bounds and past the table (general path); offset and timestamp deltas
+    inside and outside it, a negative timestamp delta, a record with headers, a null key."""
+    deltas = [(0, 0), (1, 63), (63, 64), (64, 2047), (2047, 2048), (2048, -5)]
+    records = [Record(100 + offset, 1_000_000 + timestamp, b"k" * key_size, b"v" * value_size)
+               for offset, timestamp in deltas]
+    records.append(Record(100 + 3000, 1_000_000, None, b"v" * value_size))
+    records.append(Record(100 + 3001, 1_000_000, b"k", b"v", [("h", b"x")]))
+    decoded = decode_batch(encode_batch(records, base_offset=100))
+    assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in decoded.records] == [
+        (r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in records]
