@@ -54,6 +54,7 @@ _BOUNDS: dict[str, tuple[int, int]] = {
     "delete_retention_ms": (0, INT64_MAX),
     "message_timestamp_before_max_ms": (0, INT64_MAX),
     "message_timestamp_after_max_ms": (0, INT64_MAX),
+    "file_delete_delay_ms": (0, INT64_MAX),
 }
 
 # field -> broker keys in precedence order, each with its factor to the field's unit.
@@ -79,6 +80,7 @@ _BROKER_KEYS: dict[str, tuple[tuple[str, int], ...]] = {
     "message_timestamp_type": (("log.message.timestamp.type", 1),),
     "message_timestamp_before_max_ms": (("log.message.timestamp.before.max.ms", 1),),
     "message_timestamp_after_max_ms": (("log.message.timestamp.after.max.ms", 1),),
+    "file_delete_delay_ms": (("log.segment.delete.delay.ms", 1),),
 }
 
 _TOPIC_KEYS: dict[str, str] = {
@@ -99,6 +101,7 @@ _TOPIC_KEYS: dict[str, str] = {
     "message_timestamp_type": "message.timestamp.type",
     "message_timestamp_before_max_ms": "message.timestamp.before.max.ms",
     "message_timestamp_after_max_ms": "message.timestamp.after.max.ms",
+    "file_delete_delay_ms": "file.delete.delay.ms",
 }
 
 
@@ -137,6 +140,9 @@ class LogConfig:
     # Kafka 4's defaults: no lower bound, one hour ahead); others are INVALID_TIMESTAMP.
     message_timestamp_before_max_ms: int = INT64_MAX  # log.message.timestamp.before.max.ms / ...
     message_timestamp_after_max_ms: int = _HOUR_MS  # log.message.timestamp.after.max.ms / ...
+    # log.segment.delete.delay.ms / file.delete.delay.ms: how long a deleted partition's renamed
+    # directory waits before a worker thread removes it (the broker-level value is used)
+    file_delete_delay_ms: int = 60_000
 
     def __post_init__(self) -> None:
         for name, (low, high) in _BOUNDS.items():

@@ -4,7 +4,7 @@ Layout of each log directory (Kafka's)::
 
     <log.dir>/
       <topic>-<partition>/                  one Log per partition (segments, indexes)
-      <topic>-<partition>.<id>-delete/      a deleted partition not yet removed; removed at start
+      <topic>-<partition>.<id>-delete/      a deleted partition not yet removed (see below)
       recovery-point-offset-checkpoint      per partition: offset below which data was fsynced
       log-start-offset-checkpoint           per partition: first offset readers may fetch
       .kafka_cleanshutdown                  present only between a clean close and the next start
@@ -17,6 +17,10 @@ marker is removed once the directory is loaded, so a crash from then on is seen 
 directory that fails with an I/O error while loading is taken offline; the others carry on.
 New partitions go to the online directory holding the fewest partitions. Like Kafka, a manager
 holds an exclusive ``flock`` on each directory's ``.lock`` so two brokers can never share one.
+Deleting a partition renames its directory to ``<topic>-<partition>.<id>-delete`` at once and
+leaves the removal of its files to a worker thread ``file.delete.delay.ms`` later
+(``dir_deleter.py``): removing a big log inline stalled the event loop. Leftover ``-delete``
+directories found at start are not loaded; they are scheduled for removal the same way.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ import fcntl
 import logging
 import os
 import re
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +41,7 @@ from broker.log.checkpoint import (
     write_checkpoint,
 )
 from broker.log.config import LogConfig
+from broker.log.dir_deleter import DirDeleter
 from broker.log.errors import CheckpointError, InvalidTopicError, KafkaStorageError, LogError
 from broker.log.fileio import fsync_dir, open_rw
 from broker.log.log import Log
@@ -123,6 +127,7 @@ class LogManager:
         self._offline_dirs: set[Path] = set()
         self._lock_fds: list[int] = []
         self._closed = False
+        self._deleter = DirDeleter(now_ms)
         self.had_clean_shutdown: dict[Path, bool] = {}
         try:
             for log_dir in self._log_dirs:
@@ -133,6 +138,7 @@ class LogManager:
             for log in self._logs.values():
                 log.close_handles()
             self._release_locks()
+            self._deleter.close()
             raise
 
     # ------------------------------------------------------------------------------ loading
@@ -167,8 +173,8 @@ class LogManager:
         start_offsets: Mapping[TopicPartition, int],
     ) -> None:
         if path.name.endswith(DELETE_DIR_SUFFIX):
-            logger.info("removing partly deleted log %s", path)
-            shutil.rmtree(path)
+            logger.info("scheduling removal of deleted log %s", path)
+            self._deleter.schedule(path, self._config.file_delete_delay_ms)
             return
         tp = parse_log_dir_name(path.name)
         if tp is None:
@@ -257,8 +263,9 @@ class LogManager:
         return min(online, key=lambda d: counts[d])  # min keeps the first of equal counts
 
     def delete(self, topic: str, partition: int) -> bool:
-        """Remove a partition's log: rename its directory to ``<name>.<id>-delete`` (so a crash
-        finishes the job at the next start), then remove it. False if there was no such log."""
+        """Remove a partition's log: rename its directory to ``<name>.<id>-delete`` at once (the
+        partition's name is free again; a crash leaves the job to the next start) and have a
+        worker thread remove it ``file.delete.delay.ms`` later. False if there was no such log."""
         tp = (topic, partition)
         log = self._logs.pop(tp, None)
         if log is None:
@@ -269,13 +276,17 @@ class LogManager:
             doomed = self._delete_name(log.directory)
             os.rename(log.directory, doomed)
             fsync_dir(log_dir)
-            shutil.rmtree(doomed)
             self._write_checkpoints(log_dir)
         except OSError as exc:
             logger.error("log dir %s goes offline deleting %s: %s", log_dir, tp, exc)
             self._take_dir_offline(log_dir)
             raise KafkaStorageError(f"cannot delete log {topic}-{partition}: {exc}") from exc
+        self._deleter.schedule(doomed, self._config.file_delete_delay_ms)
         return True
+
+    def pending_deletions(self) -> list[Path]:
+        """Renamed ``-delete`` directories whose removal has not finished yet."""
+        return self._deleter.pending()
 
     def _delete_name(self, path: Path) -> Path:
         stamp = self._now_ms()
@@ -347,6 +358,7 @@ class LogManager:
         if self._closed:
             return
         self._closed = True
+        self._deleter.close()
         try:
             self._close_dirs()
         finally:
@@ -357,6 +369,7 @@ class LogManager:
         a crash leaves behind, so the next start recovers (for a broker stopping after a
         storage failure, and for tests)."""
         self._closed = True
+        self._deleter.close()
         for log in self._logs.values():
             log.close_handles()
         self._logs.clear()

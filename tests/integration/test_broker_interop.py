@@ -245,7 +245,9 @@ def test_delete_topic_removes_its_logs(cluster):
     assert (data_dir / "doomed-0").is_dir()
     admin.delete_topics(["doomed"])["doomed"].result(30)
     assert "doomed" not in admin.list_topics(timeout=10).topics
-    assert not any(p.name.startswith("doomed-") for p in data_dir.iterdir())
+    left = [p.name for p in data_dir.iterdir() if p.name.startswith("doomed-")]
+    # renamed at once to <name>.<id>-delete; the files go file.delete.delay.ms later
+    assert all(name.endswith("-delete") for name in left), left
 
 
 def test_controller_moves_when_it_stops(broker_cluster):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -227,11 +228,68 @@ def test_deleted_partition_leftovers_and_foreign_dirs(tmp_path: Path) -> None:
     (d1 / "t-1.0123abcd-delete" / "00000000000000000000.log").write_bytes(b"x")
     (d1 / "lost+found").mkdir()
     (d1 / "meta.properties").write_text("version=0\n")
-    manager = make_manager([d1], clock)
-    assert not (d1 / "t-1.0123abcd-delete").exists()
+    manager = make_manager([d1], clock, LogConfig(segment_bytes=600, file_delete_delay_ms=0))
+    assert list(manager.all_logs()) == [("t", 0)]  # the -delete dir is not loaded
+    wait_until(lambda: not (d1 / "t-1.0123abcd-delete").exists())  # removed in the background
+    assert manager.pending_deletions() == []
     assert (d1 / "lost+found").is_dir()  # not ours, not a partition: left alone
-    assert list(manager.all_logs()) == [("t", 0)]
     manager.close()
+
+
+def wait_until(condition, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def test_delete_renames_at_once_and_removes_after_file_delete_delay(tmp_path: Path) -> None:
+    """The partition dir is renamed to <name>.<id>-delete inline; its files go only after
+    file.delete.delay.ms, in a worker thread; the same partition can be re-created at once."""
+    d1 = tmp_path / "d1"
+    clock = Clock()
+    config = LogConfig(segment_bytes=600, file_delete_delay_ms=30_000)
+    manager = make_manager([d1], clock, config)
+    manager.get_or_create("t", 0).append_as_leader(batch(), 0)
+    assert manager.delete("t", 0)
+    assert not (d1 / "t-0").exists() and manager.get("t", 0) is None
+    [doomed] = manager.pending_deletions()
+    assert doomed.parent == d1 and doomed.name.startswith("t-0.") and doomed.name.endswith("-delete")
+    fresh = manager.get_or_create("t", 0)  # same name again, while the old one awaits removal
+    assert fresh.log_end_offset == 0 and (d1 / "t-0").is_dir()
+    fresh.append_as_leader(batch(3), 0)
+    clock.now += 29_999
+    assert any(doomed.iterdir()) and manager.pending_deletions() == [doomed]  # not yet due
+    clock.now += 1
+    wait_until(lambda: not doomed.exists())
+    assert manager.pending_deletions() == [] and manager.get("t", 0) is fresh
+    assert fresh.log_end_offset == 3 and (d1 / "t-0").is_dir()
+    manager.close()
+    reopened = make_manager([d1], clock, config)
+    assert list(reopened.all_logs()) == [("t", 0)] and reopened.get("t", 0).log_end_offset == 3
+    reopened.close()
+
+
+def test_close_leaves_pending_delete_dirs_for_the_next_start(tmp_path: Path) -> None:
+    d1 = tmp_path / "d1"
+    manager = make_manager([d1], Clock(), LogConfig(segment_bytes=600))  # default delay: 60 s
+    manager.get_or_create("t", 1)
+    assert manager.delete("t", 1)
+    [doomed] = manager.pending_deletions()
+    manager.close()
+    assert doomed.is_dir()  # not removed, still named -delete
+    manager = make_manager([d1], Clock(), LogConfig(segment_bytes=600, file_delete_delay_ms=0))
+    assert manager.all_logs() == {}
+    wait_until(lambda: not doomed.exists())
+    manager.close()
+
+
+def test_file_delete_delay_config_names() -> None:
+    assert LogConfig().file_delete_delay_ms == 60_000  # Kafka's default
+    assert LogConfig.from_properties({"log.segment.delete.delay.ms": "5"}).file_delete_delay_ms == 5
+    assert LogConfig().with_overrides({"file.delete.delay.ms": "7"}).file_delete_delay_ms == 7
+    with pytest.raises(ValueError):
+        LogConfig.from_properties({"log.segment.delete.delay.ms": "-1"})
 
 
 def test_malformed_checkpoint_means_recovery_from_zero(tmp_path: Path) -> None:
