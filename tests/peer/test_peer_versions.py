@@ -110,15 +110,11 @@ def test_produce_and_fetch_answer_alike_at_every_shared_version(peers):
 # The transaction APIs (issue 15) pylog advertises differently from Apache Kafka 4.1, and why.
 # Every other transaction key served by both must advertise the same range.
 TXN_VERSION_DIFFERENCES = {
-    # v5 may answer TRANSACTION_ABORTABLE (KIP-890 part 2); no client of pylog's needs it, and
-    # pylog has no transaction version 2. (v6, KIP-939, Kafka 4.1 marks unstable and hides.)
-    ApiKey.INIT_PRODUCER_ID: (0, 4),
     # v2 adds the transactional-id pattern filter (KIP-1152), which pylog's core does not apply.
     ApiKey.LIST_TRANSACTIONS: (0, 1),
-    # v5 is transaction version 2 too (KIP-890 part 2: the offsets partition added implicitly,
-    # without AddOffsetsToTxn); Java clients send v5 only when the broker finalizes that feature.
-    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
 }
+# InitProducerId v5 and TxnOffsetCommit v5 (transaction version 2, KIP-890 part 2) are served
+# since pylog finalizes transaction.version 2, so they now match Kafka 4.1's ranges.
 TXN_KEYS = (ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN,
             ApiKey.WRITE_TXN_MARKERS, ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS,
             ApiKey.TXN_OFFSET_COMMIT)
