@@ -21,10 +21,14 @@ Security (``ClientConfig.security``, ``broker.client.security``): TLS is set up 
 TCP connect (bounded by ``connect_timeout_ms``), SASL right after ApiVersions (SaslHandshake v1,
 SaslAuthenticate; KIP-152). A failed login raises ``KafkaError`` with Kafka's code
 (SASL_AUTHENTICATION_FAILED 58, UNSUPPORTED_SASL_MECHANISM 33). When the broker answers a session
-lifetime (KIP-368, ``connections.max.reauth.ms``), the connection authenticates again on the first
-send with nothing in flight after 85% of it. A TLS socket may hold a decrypted response that the
-kernel socket no longer shows as readable: ``buffered`` says so, and the callers that wait on
-``selectable`` check it first.
+lifetime (KIP-368, ``connections.max.reauth.ms``), the connection authenticates again (SaslHandshake
++ SaslAuthenticate, a fresh SCRAM exchange, same socket) on the first send with nothing in flight
+after a random 85-95% of it (``reauthentication_delay_ms``, shared with broker-to-broker
+connections). A connection kept pipelined, never empty, cannot renew in between (the answers
+would interleave): the broker closes it at its first request past the lifetime, and the next
+``send`` reconnects and logs in afresh, as after any failure. A TLS socket may hold a decrypted
+response that the kernel socket no longer shows as readable: ``buffered`` says so, and the
+callers that wait on ``selectable`` check it first.
 
 Limits (``ClientConfig``): ``response_bytes_max`` is checked against the size prefix before
 anything is allocated; ``request_timeout_ms`` bounds each request from send to response;
@@ -45,7 +49,7 @@ from types import MappingProxyType
 from typing import Callable
 
 from broker.client.config import SYSTEM_CLOCK, ClientConfig, Clock
-from broker.security.sasl_client import SaslAuthenticationError
+from broker.security.sasl_client import SaslAuthenticationError, reauthentication_delay_ms
 from broker.client.errors import (
     KafkaConnectionError,
     KafkaError,
@@ -253,11 +257,13 @@ class BrokerConnection:
             self._send(api_key, api_version, body, True, timeout)
             return self.receive()
 
+        started_ms = self._clock.monotonic_ms()
         try:
             lifetime_ms = self._security.sasl_client().exchange(request, version)
         except SaslAuthenticationError as exc:
             raise KafkaError(exc.error_code, f"{self.address}: SASL authentication failed: {exc}") from None
-        self._reauthenticate_at_ms = (self._clock.monotonic_ms() + lifetime_ms * 0.85) if lifetime_ms else None
+        delay_ms = reauthentication_delay_ms(lifetime_ms)
+        self._reauthenticate_at_ms = None if delay_ms is None else started_ms + delay_ms
 
     @property
     def buffered(self) -> bool:

@@ -5,17 +5,33 @@ its own ``request(api_key, version, body) -> response``."""
 
 from __future__ import annotations
 
+import random
 import secrets
 from typing import Callable
 
 from broker.security.sasl import plain_token
 from broker.security.scram import MECHANISMS, ScramClient, ScramError
 
-__all__ = ["SaslClient", "SaslAuthenticationError", "CLIENT_MECHANISMS"]
+__all__ = ["SaslClient", "SaslAuthenticationError", "CLIENT_MECHANISMS", "REAUTH_AT_FRACTIONS",
+           "reauthentication_delay_ms"]
 
 CLIENT_MECHANISMS = ("PLAIN", *MECHANISMS)
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED = 33, 58
+REAUTH_AT_FRACTIONS = (0.85, 0.95)  # of a KIP-368 session lifetime: renew between these (Kafka's)
+
+
+def reauthentication_delay_ms(lifetime_ms: int, draw: Callable[[], float] = random.random) -> float | None:
+    """When to renew a KIP-368 session, in ms after its exchange began; ``None`` when the broker
+    asked for no renewal (lifetime 0). Kafka's clients pick a random point between 85% and 95% of
+    the lifetime: many connections opened together do not all renew at once, and at least 5% of
+    the lifetime is left for the renewal to reach the broker. Counting from the exchange's start
+    (not its end) errs early: the broker's session starts after that. Shared by pylog's client
+    (broker.client.connection) and broker-to-broker connections (broker.server.inter_broker)."""
+    if not lifetime_ms:
+        return None
+    low, high = REAUTH_AT_FRACTIONS
+    return lifetime_ms * (low + (high - low) * draw())
 
 
 class SaslAuthenticationError(Exception):

@@ -17,7 +17,8 @@ listener is SSL/SASL_SSL, then the SASL exchange (``sasl.mechanism.inter.broker.
 listener's JAAS ``username``/``password``) before the first request. A refused login is an
 ``InterBrokerError`` like any other failure. When the listener answers a session lifetime
 (KIP-368, ``connections.max.reauth.ms``), the connection authenticates again on the same socket
-before the request that follows 85 % of it, as Kafka's own clients do; without that the other
+before the request that follows a random 85-95 % of it (``reauthentication_delay_ms``, the rule
+pylog's client uses too), as Kafka's own clients do; without that the other
 broker would close it at the first request after the lifetime (a replica fetch or controller
 request lost, then a reconnect).
 """
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 
 from typing import Callable
 
-from broker.security.sasl_client import SaslAuthenticationError
+from broker.security.sasl_client import SaslAuthenticationError, reauthentication_delay_ms
 from broker.wire import WireError, decode_response, encode_request, with_size_prefix
 
 __all__ = ["InterBrokerConnection", "InterBrokerError", "RESPONSE_BYTES_MAX", "InterBrokerSecurity",
@@ -40,7 +41,6 @@ __all__ = ["InterBrokerConnection", "InterBrokerError", "RESPONSE_BYTES_MAX", "I
 
 _SIZE = struct.Struct(">i")
 RESPONSE_BYTES_MAX = 128 * 1024 * 1024  # above a fetch response of replica.fetch.response.max.bytes
-REAUTH_AT_FRACTION = 0.85  # of the session lifetime: re-authenticate after this much of it
 
 
 class InterBrokerError(Exception):
@@ -120,12 +120,13 @@ class InterBrokerConnection:
             correlation_id, data = await self._round_trip(api_key, version, body)
             return self._decode(api_key, version, correlation_id, data)
 
+        started_s = self._monotonic_s()
         try:
             lifetime_ms = await _SECURITY.sasl().exchange_async(request)
         except SaslAuthenticationError as exc:
             raise InterBrokerError(f"{self.address}: SASL authentication failed: {exc}") from None
-        self._reauthenticate_at_s = (self._monotonic_s() + lifetime_ms * REAUTH_AT_FRACTION / 1000
-                                     if lifetime_ms else None)
+        delay_ms = reauthentication_delay_ms(lifetime_ms)
+        self._reauthenticate_at_s = None if delay_ms is None else started_s + delay_ms / 1000
 
     async def _round_trip(self, api_key: int, api_version: int, body) -> tuple[int, bytes]:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF

@@ -1,7 +1,7 @@
 """ACLs over SASL_SSL with SCRAM (issue 17's test list): each client - confluent-kafka,
 kafka-python, Kafka's Java tools, pylog's own - logged in as a SCRAM user, one allowed and one
 denied case each; host-based ACLs against a real connection; KIP-368 re-authentication with
-librdkafka and the broker's closing of a session that was not renewed.
+librdkafka and with pylog's client, and the broker's closing of a session that was not renewed.
 
 One broker for the module (``secure_cluster``: SASL_SSL for clients and the broker itself) with
 ``authorizer.class.name`` set, ``super.users=User:admin`` (the setup and the ACL grants run as
@@ -9,7 +9,7 @@ admin, through CreateAcls) and no ``allow.everyone.if.no.acl.found``: what is no
 denied. alice (SCRAM-SHA-256) is granted the module's topic and her groups, bob (SCRAM-SHA-512)
 the topic; carol (SCRAM-SHA-256) nothing. SCRAM-SHA-512 sessions on the SASL_SSL listener last 2 s
 (``listener.name.sasl_ssl.scram-sha-512.connections.max.reauth.ms``, Kafka's per-mechanism
-prefix), so bob's clients (Java, librdkafka) re-authenticate while alice's and the broker's own
+prefix), so bob's clients (Java, librdkafka, pylog) re-authenticate while alice's and the broker's own
 sessions (PLAIN) are left alone; the broker's Prometheus endpoint shows Kafka's socket-server
 counters.
 The Spark source and sink against ACLs are in tests/spark/test_spark_security.py (here: the
@@ -217,6 +217,37 @@ def test_pylog_client_allowed_and_denied(acl_secure):
         send("carol")
     assert refused.value.code == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
+
+
+def test_pylog_client_reauthenticates_on_the_same_connection(acl_secure):
+    """pylog's producer as bob (SCRAM-SHA-512, 2 s sessions) sends one record at a time for more
+    than three lifetimes: every send is acknowledged, the connection object and its socket stay the
+    same throughout (renewed in place, never closed by the broker and reconnected), and the
+    broker counts at least three successful re-authentications."""
+    from broker.client import Producer
+    from broker.client.properties import producer_options_from_properties
+    c = acl_secure
+    before = c.metrics().get("successful_reauthentication", 0)
+    props = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+             "ssl.truststore.location": c.ca, "sasl.jaas.config": SCRAM_JAAS.format("bob", "bob-secret"),
+             "enable.idempotence": "false", "delivery.timeout.ms": "10000", "acks": "1", "linger.ms": "0"}
+    with Producer(c.bootstrap, **producer_options_from_properties(props)) as producer:
+        connections = producer._cluster._connections
+        producer.send(c.topic, b"bob-0").get(timeout_ms=10000)
+        sockets = {key: (conn, conn._sock) for key, conn in connections.items() if conn._sock is not None}
+        assert sockets
+        opened, sent = time.monotonic(), 1
+
+        def renewed_three_times() -> bool:
+            nonlocal sent
+            assert producer.send(c.topic, b"bob-%d" % sent).get(timeout_ms=10000).offset >= 0
+            sent += 1
+            for key, (conn, sock) in sockets.items():
+                assert connections[key] is conn and conn._sock is sock, f"connection {key} was replaced"
+            time.sleep(0.1)  # a paced producer: each send finds nothing in flight
+            return (time.monotonic() - opened > 3 * REAUTH_MS / 1000
+                    and c.metrics()["successful_reauthentication"] - before >= 3)
+        _until(renewed_three_times, "three re-authentications by pylog's producer", timeout_s=30)
 
 
 def test_spark_source_planning_refuses_a_topic_it_may_not_describe(acl_secure):

@@ -278,7 +278,7 @@ class _ApiVersionsDispatcher:
 
 def test_inter_broker_connection_reauthenticates_before_its_session_ends():
     """A broker's connection to another broker's SASL listener (a real ``KafkaServer`` with the
-    gate, sessions of 1000 ms on a shared fake clock): the request after 85 % of the lifetime is
+    gate, sessions of 1000 ms on a shared fake clock): the request after 85-95 % of the lifetime is
     preceded by a re-authentication on the same socket, so a request after the first session
     would have ended is served, not closed."""
     from broker.server import inter_broker
@@ -297,7 +297,7 @@ def test_inter_broker_connection_reauthenticates_before_its_session_ends():
         connection = inter_broker.InterBrokerConnection("127.0.0.1", server.port, "broker-2", 5.0,
                                                         monotonic_s=lambda: now_ms[0] / 1000)
         try:
-            for at_ms in (0, 500, 900, 1500, 1800, 2600):
+            for at_ms in (0, 500, 960, 1500, 1920, 2600):
                 now_ms[0] = at_ms
                 assert (await connection.request(ApiKey.API_VERSIONS, 0, {})).error_code == 0
                 connections.append(id(connection._writer))
@@ -309,5 +309,16 @@ def test_inter_broker_connection_reauthenticates_before_its_session_ends():
     assert len(set(connections)) == 1  # one socket throughout
     assert dispatcher.frames == 6
     assert gate.counts["successful-authentication-total"] == 1
-    assert gate.counts["successful-reauthentication-total"] == 2  # at 900 and 1800 ms (sessions to 1900, 2800)
+    assert gate.counts["successful-reauthentication-total"] == 2  # at 960 and 1920 ms (sessions to 1960, 2920)
     assert gate.counts["expired-connections-killed-count"] == 0
+
+
+def test_reauthentication_point_is_a_random_85_to_95_percent_of_the_lifetime():
+    """Kafka's clients renew a KIP-368 session between 85 % and 95 % of its lifetime (random, so
+    connections opened together do not renew together); lifetime 0 means never."""
+    from broker.security.sasl_client import reauthentication_delay_ms
+    assert reauthentication_delay_ms(0) is None
+    assert reauthentication_delay_ms(2000, lambda: 0.0) == pytest.approx(1700)
+    assert reauthentication_delay_ms(2000, lambda: 0.999999) == pytest.approx(1900, abs=0.01)
+    points = {reauthentication_delay_ms(2000) for _ in range(200)}
+    assert all(1700 <= p < 1900 for p in points) and len(points) > 100
