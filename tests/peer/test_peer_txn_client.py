@@ -43,18 +43,22 @@ def txn_producer(peer, transactional_id: str | None = None, **options) -> Produc
 
 def read_all(peer, topic: str, partitions: int, isolation: str, expect: int) -> list[bytes]:
     """Values a pylog consumer reads from every partition under ``isolation``: until ``expect``
-    arrived, then a further second, so a record too many would show."""
+    arrived and every position reached the partition's end offset under that isolation (the LSO
+    for read_committed, asked again at each check: EndTxn is answered before its markers are
+    written), so a record too many below the end would show; no record can appear past it."""
     consumer = Consumer(peer.bootstrap, isolation_level=isolation, auto_offset_reset="earliest")
     try:
-        consumer.assign([(topic, p) for p in range(partitions)])
+        tps = [(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
         values: list[bytes] = []
         deadline = time.monotonic() + DEADLINE_S
-        settle_until = None
-        while time.monotonic() < (settle_until or deadline):
+        while True:
             values += [r.value for r in consumer.poll(200)]
-            if settle_until is None and len(values) >= expect:
-                settle_until = time.monotonic() + 1.0
-        return sorted(values)
+            if len(values) >= expect:
+                ends = consumer.end_offsets(tps)
+                if all(consumer.position(tp) >= ends[tp] for tp in tps):
+                    return sorted(values)
+            assert time.monotonic() < deadline, f"{peer}: {len(values)} of {expect} records read in {DEADLINE_S} s"
     finally:
         consumer.close()
 
