@@ -11,6 +11,8 @@ the same literal.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from group_clients import produce_spread, wait_for_coordinator
 from group_wire import GroupWire
@@ -60,6 +62,16 @@ EXPECTED_UNCOMMITTED = {0: [(0, b"c1-0"), (1, b"c1-1"), (2, b"c1-2"), (4, b"a2-0
 EXPECTED_ABORTED = {0: [4], 1: [3]}
 
 
+def read_at_once(peer, topic: str, reads) -> list[list[tuple[int, bytes]]]:
+    """``read_partition(client, peer, topic, partition, isolation, end, start)`` for each
+    ``(client, partition, isolation, end, start)`` of ``reads``, all at the same time (each its
+    own consumer: the log is settled, so they cannot disturb each other), in order."""
+    with ThreadPoolExecutor(len(reads)) as pool:
+        futures = [pool.submit(read_partition, client, peer, topic, partition, isolation, end, start)
+                   for client, partition, isolation, end, start in reads]
+        return [future.result() for future in futures]
+
+
 def run_script(producer, topic: str) -> None:
     for decision, by_partition in SCRIPT:
         producer.begin()
@@ -92,11 +104,11 @@ def test_commit_and_abort_markers_lso_and_visible_records(txn_peer, client):
         assert state.aborted_by_the_batches_producer
         # read_uncommitted: Fetch still tells the LSO; it names no aborted transaction (null)
         assert (state.uncommitted_fetch_lso, state.uncommitted_fetch_aborted) == (end, None)
-        for reader in CLIENTS:
-            assert read_partition(reader, txn_peer, topic, partition, "read_committed", end) == \
-                EXPECTED_COMMITTED[partition]
-            assert read_partition(reader, txn_peer, topic, partition, "read_uncommitted", end) == \
-                EXPECTED_UNCOMMITTED[partition]
+    reads = [(reader, partition, isolation, EXPECTED_END[partition], 0) for partition in (0, 1)
+             for reader in CLIENTS for isolation in ("read_committed", "read_uncommitted")]
+    for (reader, partition, isolation, _, _), records in zip(reads, read_at_once(txn_peer, topic, reads)):
+        expected = (EXPECTED_COMMITTED if isolation == "read_committed" else EXPECTED_UNCOMMITTED)[partition]
+        assert records == expected, (reader, partition, isolation)
 
 
 def test_an_open_transaction_holds_the_lso_until_it_commits(txn_peer):
@@ -167,8 +179,8 @@ def test_interleaved_producers_one_aborting_under_anothers_commit(txn_peer):
         first.abort()
         settled(txn_peer, topic, 0, 5)
         assert aborted_from(txn_peer, topic, 0, 0) == [0]
-        for client in CLIENTS:
-            assert read_partition(client, txn_peer, topic, 0, "read_committed", 5) == [(1, b"b1-0")]
+        assert read_at_once(txn_peer, topic, [(client, 0, "read_committed", 5, 0) for client in CLIENTS]) == \
+            [[(1, b"b1-0")]] * len(CLIENTS)
         first.begin()
         first.send(topic, 0, b"a2-0")
         first.commit()
@@ -185,11 +197,13 @@ def test_interleaved_producers_one_aborting_under_anothers_commit(txn_peer):
                              data(5, 5), marker(6, "COMMIT"), data(7, 7), marker(8, "ABORT")]
     assert (aborted_from(txn_peer, topic, 0, 0), aborted_from(txn_peer, topic, 0, 2),
             aborted_from(txn_peer, topic, 0, 5)) == ([0, 7], [0, 7], [7])
-    for client in CLIENTS:
-        assert read_partition(client, txn_peer, topic, 0, "read_committed", 9) == [(1, b"b1-0"), (5, b"a2-0")]
-        assert read_partition(client, txn_peer, topic, 0, "read_committed", 9, start=2) == [(5, b"a2-0")]
-        assert [offset for offset, _ in read_partition(client, txn_peer, topic, 0, "read_uncommitted", 9)] == \
-            [0, 1, 2, 5, 7]
+    reads = [(client, 0, isolation, 9, start) for client in CLIENTS
+             for isolation, start in (("read_committed", 0), ("read_committed", 2), ("read_uncommitted", 0))]
+    for client_reads in zip(*[iter(read_at_once(txn_peer, topic, reads))] * 3):  # 3 reads per client
+        committed, committed_from_2, uncommitted = client_reads
+        assert committed == [(1, b"b1-0"), (5, b"a2-0")]
+        assert committed_from_2 == [(5, b"a2-0")]
+        assert [offset for offset, _ in uncommitted] == [0, 1, 2, 5, 7]
 
 
 def offset_fetch(peer, group: str, topic: str, require_stable: bool) -> tuple[int, str]:
