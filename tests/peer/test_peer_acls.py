@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -189,7 +190,10 @@ def test_same_acls_same_answers(secured_peers, tmp_path):
     tag = uuid.uuid4().hex[:6]
     names = {"ok": f"acl-ok-{tag}", "no": f"acl-no-{tag}", "hidden": f"acl-hidden-{tag}",
              "group_ok": f"g-ok-{tag}", "group_no": f"g-no-{tag}", "txn_ok": f"tx{tag}-1", "txn_no": f"other-{tag}", "tmp": tmp_path}
-    kafka, pylog = (_scenario(peer, names) for peer in secured_peers)
+    # The two peers' scenarios are independent (own clusters, own tool output files): run them side
+    # by side, so one peer's waits (ACL propagation, client round trips) overlap the other's.
+    with ThreadPoolExecutor(max_workers=len(secured_peers)) as pool:
+        kafka, pylog = (future.result() for future in [pool.submit(_scenario, peer, names) for peer in secured_peers])
     assert kafka["produce_ok"] == [None]
     assert kafka["produce_no"] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
     assert kafka["txn_no"] == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
