@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from peer_support import unique_topic
@@ -145,16 +146,27 @@ def last_per_key(records: list[tuple[bytes, bytes | None]], start: int = 0) -> d
     return last
 
 
+def on_both(peers, scenario) -> dict:
+    """``scenario(peer)`` on both peers at once, by name: each side's own topic and waits (wall
+    time past ``segment.ms``, the cleaner) overlap instead of adding up; a failure on either
+    side is raised here."""
+    with ThreadPoolExecutor(len(peers)) as pool:
+        futures = {peer.name: pool.submit(scenario, peer) for peer in peers}
+        return {name: future.result() for name, future in futures.items()}
+
+
 @pytest.fixture(scope="module")
 def tombstones_kept(peers):
     """Per side: the topic, the roll offset, the compacted records below it, all records."""
     topic = unique_topic("compact")
-    for peer in peers:
+
+    def scenario(peer):
         peer.create_topic(topic, configs=topic_config(3_600_000))
         produce_in_segments(peer, topic, workload())
-    rolled = {peer.name: roll(peer, topic, b"roll") for peer in peers}
-    return topic, {peer.name: (rolled[peer.name], compacted_below(peer, topic, rolled[peer.name], tombstones=True),
-                               read_all(peer, topic)) for peer in peers}
+        rolled = roll(peer, topic, b"roll")
+        return rolled, compacted_below(peer, topic, rolled, tombstones=True), read_all(peer, topic)
+
+    return topic, on_both(peers, scenario)
 
 
 def test_surviving_records_are_the_same_with_tombstones_kept(tombstones_kept):
@@ -183,8 +195,8 @@ def test_both_keep_the_same_batches_and_each_producers_last_batch_empty(peers, t
 
 def test_tombstones_are_dropped_alike_after_delete_retention(peers):
     topic = unique_topic("compact-drop")
-    seen = {}
-    for peer in peers:
+
+    def scenario(peer):
         peer.create_topic(topic, configs=topic_config(0))
         produce(peer.bootstrap, topic, workload())
         first = roll(peer, topic, b"roll")
@@ -192,7 +204,9 @@ def test_tombstones_are_dropped_alike_after_delete_retention(peers):
         # More dirty data, no tombstone in it (one would only be stamped by the second pass).
         produce(peer.bootstrap, topic, [(b"k%d" % n, b"r1-v%d" % n) for n in range(2, 14)])
         second = roll(peer, topic, b"roll2")
-        seen[peer.name] = (kept, compacted_below(peer, topic, second, tombstones=False), read_all(peer, topic))
+        return kept, compacted_below(peer, topic, second, tombstones=False), read_all(peer, topic)
+
+    seen = on_both(peers, scenario)
     assert seen["pylog"] == seen["kafka"]
     kept, dropped, _ = seen["kafka"]
     assert any(v is None for _, _, v in kept)  # tombstones were there after the first pass ...
