@@ -11,8 +11,6 @@ the same literal.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 from group_clients import produce_spread, wait_for_coordinator
 from group_wire import GroupWire
@@ -23,6 +21,7 @@ from txn_clients import (
     aborted_from,
     open_txn_producer,
     partition_state,
+    read_at_once,
     read_partition,
     settled,
     txn_peer,  # noqa: F401  (fixture)
@@ -60,16 +59,6 @@ EXPECTED_COMMITTED = {0: [(0, b"c1-0"), (1, b"c1-1"), (2, b"c1-2"), (7, b"c3-0")
 EXPECTED_UNCOMMITTED = {0: [(0, b"c1-0"), (1, b"c1-1"), (2, b"c1-2"), (4, b"a2-0"), (5, b"a2-1"), (7, b"c3-0")],
                         1: [(0, b"c1-3"), (1, b"c1-4"), (3, b"a2-2"), (5, b"c3-1")]}
 EXPECTED_ABORTED = {0: [4], 1: [3]}
-
-
-def read_at_once(peer, topic: str, reads) -> list[list[tuple[int, bytes]]]:
-    """``read_partition(client, peer, topic, partition, isolation, end, start)`` for each
-    ``(client, partition, isolation, end, start)`` of ``reads``, all at the same time (each its
-    own consumer: the log is settled, so they cannot disturb each other), in order."""
-    with ThreadPoolExecutor(len(reads)) as pool:
-        futures = [pool.submit(read_partition, client, peer, topic, partition, isolation, end, start)
-                   for client, partition, isolation, end, start in reads]
-        return [future.result() for future in futures]
 
 
 def run_script(producer, topic: str) -> None:

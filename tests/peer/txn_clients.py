@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import pytest
@@ -23,7 +24,7 @@ from broker.records import ControlType, decode_batch, decode_control_record, ite
 from broker.wire import ApiKey, ErrorCode, FindCoordinatorRequest
 
 __all__ = ["COORDINATOR_TIMEOUT_S", "FETCH_VERSION", "LIST_OFFSETS_VERSION", "TRANSACTION_TIMEOUT_MS",
-           "Batch", "PartitionReader", "PartitionState", "TxnProducer", "aborted_from", "open_txn_producer", "partition_state", "read_partition",
+           "Batch", "PartitionReader", "PartitionState", "TxnProducer", "aborted_from", "open_txn_producer", "partition_state", "read_at_once", "read_partition",
            "settled", "txn_peer", "unique_txn_id", "wait_for_leaders", "wait_for_txn_coordinator", "wait_until"]
 
 TRANSACTION_TIMEOUT_MS = 20_000  # a client's transaction.timeout.ms unless a scenario needs another
@@ -235,6 +236,16 @@ def read_partition(client: str, peer, topic: str, partition: int, isolation: str
         return reader.read_to(end)
     finally:
         reader.close()
+
+
+def read_at_once(peer, topic: str, reads) -> list[list[tuple[int, bytes]]]:
+    """``read_partition(client, peer, topic, partition, isolation, end, start)`` for each
+    ``(client, partition, isolation, end, start)`` of ``reads``, all at the same time (each its
+    own consumer: the log is settled, so they cannot disturb each other), in order."""
+    with ThreadPoolExecutor(len(reads)) as pool:
+        futures = [pool.submit(read_partition, client, peer, topic, partition, isolation, end, start)
+                   for client, partition, isolation, end, start in reads]
+        return [future.result() for future in futures]
 
 
 # ---------------------------------------------------------------------- the broker's state
