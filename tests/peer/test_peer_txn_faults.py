@@ -20,6 +20,7 @@ from txn_clients import (
     Batch,
     open_txn_producer,
     partition_state,
+    read_at_once,
     read_partition,
     settled,
     txn_peer,  # noqa: F401  (fixture)
@@ -103,8 +104,8 @@ def test_a_producer_killed_mid_transaction_is_aborted_by_the_next_init(txn_peer)
     state = settled(txn_peer, topic, 0, 9)
     assert state.batches[4:] == [Batch(7, 7, True, None), Batch(8, 8, True, "COMMIT")]
     expected = [(0, b"committed-0"), (1, b"committed-1"), (2, b"committed-2"), (7, b"successor")]
-    for client in ("confluent", "kafka-python"):
-        assert read_partition(client, txn_peer, topic, 0, "read_committed", 9) == expected
+    assert read_at_once(txn_peer, topic, [(client, 0, "read_committed", 9, 0)
+                                          for client in ("confluent", "kafka-python")]) == [expected, expected]
 
 
 def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(txn_peer):
