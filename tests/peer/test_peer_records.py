@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from peer_clients import (
@@ -62,13 +63,16 @@ def test_round_trip_matches_apache_kafka(peers, produce, compression):
     records = scenario_records(int(time.time() * 1000) - 60_000)
     if produce is produce_kafka_python:  # it refuses a record with neither key nor value
         records = [r for r in records if (r.key, r.value) != (None, None)]
-    seen = {}
-    for peer in peers:
+
+    def round_trip(peer):
         topic = peer.create_topic(unique_topic(f"records-{compression}"))
         reports = produce(peer.bootstrap, topic, records, compression)
         # From the start, and from inside a batch (whole batches come back; the client skips).
-        seen[peer.name] = (reports, consume_kafka_python(peer.bootstrap, topic, len(records)),
-                           consume_kafka_python(peer.bootstrap, topic, len(records) - 3, start_offset=3))
+        return (reports, consume_kafka_python(peer.bootstrap, topic, len(records)),
+                consume_kafka_python(peer.bootstrap, topic, len(records) - 3, start_offset=3))
+    # The two peers' halves are independent: side by side, so their client waits overlap.
+    with ThreadPoolExecutor(max_workers=len(peers)) as pool:
+        seen = {peer.name: outcome for peer, outcome in zip(peers, pool.map(round_trip, peers))}
     assert seen["pylog"] == seen["kafka"]
     reports, read, read_from_3 = seen["kafka"]  # the scenario is sound: Kafka returns what was sent
     assert reports == [(0, offset, None) for offset in range(len(records))]
