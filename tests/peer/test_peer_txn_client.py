@@ -28,6 +28,7 @@ from broker.wire import ErrorCode
 DEADLINE_S = 40.0
 DEADLINE_MS = int(DEADLINE_S * 1000)
 TRANSACTION_TIMEOUT_MS = 60_000  # longer than any scenario: only the test ends a transaction
+JAVA_RECORDS = 1_500  # at 3000 records/s and a transaction per 100 ms: ~5 transactions, ~0.5 s
 
 
 def txn_producer(peer, transactional_id: str | None = None, **options) -> Producer:
@@ -375,11 +376,11 @@ def test_java_producer_uses_transaction_version_2(txn_peer):
     tid = unique_txn_id("java-tv2")
     wait_for_txn_coordinator(txn_peer, tid)
     result = run_kafka_tool("kafka-producer-perf-test", [
-        "--topic", topic, "--num-records", "3000", "--record-size", "50", "--throughput", "3000",
+        "--topic", topic, "--num-records", str(JAVA_RECORDS), "--record-size", "50", "--throughput", "3000",
         "--transactional-id", tid, "--transaction-duration-ms", "100",
         "--producer-props", f"bootstrap.servers={txn_peer.bootstrap}", "acks=all"], timeout_s=DEADLINE_S)
     assert result.returncode == 0, result.stderr[-2000:]
     with AdminClient(txn_peer.bootstrap) as admin:
         described = TxnAdmin(admin.cluster).describe_transaction(tid)
     assert described.state == "CompleteCommit" and described.producer_epoch >= 3, described
-    assert len(read_all(txn_peer, topic, 3, "read_committed", 3000)) == 3000
+    assert len(read_all(txn_peer, topic, 3, "read_committed", JAVA_RECORDS)) == JAVA_RECORDS
