@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 from broker.client import ClientConfig, Cluster, Consumer, KafkaError, Producer, PreparedTransaction
 from broker.client.coordinator import KEY_TYPE_TRANSACTION
+from broker.client.offsets import LATEST_TIMESTAMP, list_offsets
 from broker.client.txn_admin import TxnAdmin
 from broker.client.txn_requests import TxnCoordinatorClient
 from broker.wire import ErrorCode
@@ -165,7 +166,11 @@ def test_task_fault(batch_id: int, partition_id: int, producer) -> None:
 # Driver-side clients per (bootstrap, commit topic, security), kept across commits in a reused Python
 # process: a fresh Cluster costs a bootstrap and a Metadata round trip per commit.
 _clients: dict[tuple, "_DriverClients"] = {}
-_last_done: dict[str, int] = {}  # prefix -> last batch committed (Committer.last_done)
+# prefix -> (last batch committed, commit-log offset up to which that is known): Committer.last_done.
+# Spark runs the driver-side commits in a pool of reused Python workers, so a later batch of the
+# same query may have been committed by another process: the value holds only while the commit
+# log has no record past that offset (one ListOffsets to check; the records past it read if not).
+_last_done: dict[str, tuple[int, int, bool]] = {}  # ..., and whether this process ended that batch
 _clients_lock = threading.Lock()
 
 
@@ -284,11 +289,12 @@ class Committer:
         # The sweep (failed, killed or losing speculative attempts of this batch: never part of
         # the intent, so it need not wait for it) keeps this batch's own prepared transactions.
         sweep = clients.pool.submit(self.abort_lingering, [p.transactional_id for p in prepared])
+        intent_end = None
         gate = _Gate()
         ends = self._start_ends(clients, rest, True, gate)  # coordinators looked up during the intent
         try:
             if opened:  # nothing to roll forward otherwise
-                self._log(clients, intent)
+                intent_end = self._log(clients, intent) + 1
             self._mark(started, "intent")
             test_kill_point("after-intent", batch_id)
             if rest is not opened:
@@ -309,17 +315,42 @@ class Committer:
             return
         # No "done" record: the intent of batch n says n is done or is to be rolled forward
         # (recover() does, before any later batch writes), which is all last_done() needs.
-        _last_done[self.settings.prefix] = batch_id
+        known = _last_done.get(self.settings.prefix)
+        if intent_end is not None or known is not None:
+            _last_done[self.settings.prefix] = (batch_id, intent_end if intent_end is not None else known[1], True)
 
     def last_done(self) -> int:
-        """The last batch whose transactions were all committed (-1: none); read from the commit
-        log once per process, then kept (this process is the one committing)."""
-        done = _last_done.get(self.settings.prefix)
-        if done is None:
-            last = self.last_record()
-            # A not-done intent is rolled forward by recover() before any new batch writes.
-            done = _last_done[self.settings.prefix] = -1 if last is None else int(last["batch"])
+        """The last batch whose transactions were all committed (-1: none): read from the commit
+        log once per process, then kept up to date with the records written since (only a
+        ListOffsets when there are none). Not simply kept: another of Spark's reused Python
+        workers may have committed later batches of this query, and a stale value would let a
+        replayed batch (SPARK-28908) be committed a second time."""
+        cached = self._cached(_clients_for(self.settings))
+        if cached is not None:
+            return cached[0]
+        # A not-done intent is rolled forward by recover() before any new batch writes.
+        latest, end = _read_commit_log(self.settings, self.settings.prefix)
+        last = latest.get(self.settings.prefix)
+        done = -1 if last is None else int(last["batch"])
+        if end is not None:  # the commit log exists
+            _last_done[self.settings.prefix] = (done, end, False)
         return done
+
+    def _cached(self, clients: "_DriverClients") -> tuple[int, int, bool] | None:
+        """The kept (last batch, commit-log end, ended by this process), brought up to date with
+        the prefix's commit-log records past that end; None when nothing is kept."""
+        cached = _last_done.get(self.settings.prefix)
+        if cached is None:
+            return None
+        done, known_end, ended_here = cached
+        tp = (self.settings.commit_log_topic, 0)
+        if list_offsets(clients.cluster, {tp: LATEST_TIMESTAMP})[tp][0] != known_end:
+            latest, end = _read_commit_log(self.settings, self.settings.prefix, start=known_end)
+            if self.settings.prefix in latest:  # another process committed (or began to)
+                last = latest[self.settings.prefix]
+                done, ended_here = (-1 if last is None else int(last["batch"])), False
+            cached = _last_done[self.settings.prefix] = (done, known_end if end is None else end, ended_here)
+        return cached
 
     def abort(self, prepared: list[PreparedTransaction]) -> None:
         """EndTxn(abort) for each prepared transaction, then every other open one of the prefix
@@ -418,9 +449,14 @@ class Committer:
                 return {"committed": 0, "aborted": 0}
             clients = _clients_for(self.settings)
             committed = 0
-            known = _last_done.get(self.settings.prefix)
-            # This process finished every EndTxn of batches up to ``known``: no intent to read.
-            last = None if known is not None else self.last_record()
+            cached = self._cached(clients)
+            # This process finished every EndTxn of batches up to ``known`` (and no other process
+            # wrote an intent since): no intent to read.
+            known = cached[0] if cached is not None and cached[2] else None
+            last, end = None, None
+            if known is None:
+                latest, end = _read_commit_log(self.settings, self.settings.prefix)
+                last = latest.get(self.settings.prefix)
             done = known if known is not None else -1 if last is None else int(last["batch"])
             if last is not None and last.get("state") == "intent":
                 for d in last.get("transactions", ()):
@@ -429,8 +465,9 @@ class Committer:
                         self._end(clients, p, commit=True)
                         committed += 1
                 if committed:
-                    self._log(clients, {"batch": done, "state": "done"})
-                _last_done[self.settings.prefix] = done
+                    end = self._log(clients, {"batch": done, "state": "done"}) + 1
+                if end is not None:  # every transaction of the intent is committed now
+                    _last_done[self.settings.prefix] = (done, end, True)
             last = last or {}
             stale = [t for t in open_ids if (batch_of(self.settings.prefix, t) or 0) <= done and not (
                 last.get("state") == "intent" and t in {d["transactional_id"] for d in last["transactions"]})]
@@ -465,14 +502,17 @@ class Committer:
 
     # ------------------------------------------------------------------ the commit log
 
-    def _log(self, clients: _DriverClients, record: dict | None, key: str | None = None) -> None:
-        """Write ``record`` (None: a tombstone) under ``key`` (default: this prefix), acks=all."""
+    def _log(self, clients: _DriverClients, record: dict | None, key: str | None = None) -> int:
+        """Write ``record`` (None: a tombstone) under ``key`` (default: this prefix), acks=all;
+        its offset in the commit log."""
         if not clients.topic_ready:
             self._ensure_topic()
             clients.topic_ready = True
         value = None if record is None else json.dumps(record).encode()
-        clients.producer.send(self.settings.commit_log_topic, value, key=(key or self.settings.prefix).encode())
+        delivery = clients.producer.send(self.settings.commit_log_topic, value,
+                                         key=(key or self.settings.prefix).encode())
         clients.producer.flush()
+        return delivery.offset
 
     def _ensure_topic(self) -> None:
         from broker.client import AdminClient
@@ -497,6 +537,13 @@ class Committer:
 def read_commit_log(settings: TxnSettings, only_key: str | None = None) -> dict[str, dict | None]:
     """The latest record per key (prefix) of the commit log, read from the start of its one
     partition (compaction keeps it short); a tombstone reads as None. ``only_key``: keep only it."""
+    return _read_commit_log(settings, only_key)[0]
+
+
+def _read_commit_log(settings: TxnSettings, only_key: str | None = None,
+                     start: int | None = None) -> tuple[dict[str, dict | None], int | None]:
+    """``read_commit_log`` from ``start`` (None: the beginning), and the end offset it read up to
+    (None: no commit log yet)."""
     tp = (settings.commit_log_topic, 0)
     latest: dict[str, dict | None] = {}
     with Consumer(settings.bootstrap_servers, auto_offset_reset="earliest",
@@ -505,14 +552,17 @@ def read_commit_log(settings: TxnSettings, only_key: str | None = None) -> dict[
             end = consumer.end_offsets([tp])[tp]
         except KafkaError as exc:
             if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                return {}
+                return {}, None
             raise
         consumer.assign([tp])
-        consumer.seek_to_beginning([tp])
+        if start is None:
+            consumer.seek_to_beginning([tp])
+        else:
+            consumer.seek(tp, start)
         wanted = None if only_key is None else only_key.encode()
         while consumer.position(tp) < end:
             for record in consumer.poll(timeout_ms=1000):
                 if record.key is None or (wanted is not None and record.key != wanted):
                     continue
                 latest[record.key.decode()] = None if record.value is None else json.loads(record.value)
-    return latest
+    return latest, end

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
+from broker.client import Producer
+from spark_log import transactions
 from spark_log.options import OptionError, parse_sink_options
-from spark_log.transactions import Committer, default_prefix
+from spark_log.transactions import DEFAULT_COMMIT_LOG_TOPIC, Committer, TxnSettings, default_prefix, transactional_id
 
 from eos_support import check_exactly_once, lso_at_hw, open_transactions, produce_keyed, read_committed, txn_overrides
 from spark_helpers import create_topic, unique
@@ -60,6 +62,41 @@ def test_stream_copy_restart_and_replay_write_each_record_once(spark, txn_cluste
     check_exactly_once(bootstrap, sink_topic, 1500)
     assert open_transactions(bootstrap, default_prefix(checkpoint)) == []
     assert lso_at_hw(bootstrap, sink_topic)
+
+
+def _prepared(bootstrap: str, topic: str, tid: str, value: bytes):
+    with Producer(bootstrap, transactional_id=tid, transaction_timeout_ms=60_000) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, value, partition=0)
+        return producer.prepare_transaction()
+
+
+def test_a_replay_is_aborted_in_a_worker_that_committed_an_earlier_batch(txn_cluster):
+    """Spark runs the driver's commits in a pool of reused Python workers (two of them once
+    earlier queries' commits overlapped): worker A commits batch 0, worker B batch 1, and the
+    replay of batch 1 after a restart (SPARK-28908) reaches A again. A's kept last batch (0) must
+    not let the replay be committed a second time (the peer tier once read 1203 of 1200)."""
+    bootstrap = txn_cluster.bootstrap
+    out = create_topic(bootstrap, unique("replay-out"), 1)
+    prefix = unique("pylog-spark-pool")
+    committer = Committer(TxnSettings(prefix, 60_000, DEFAULT_COMMIT_LOG_TOPIC, bootstrap))
+
+    def commit(batch: int, attempt: int, value: bytes) -> None:
+        tid = transactional_id(prefix, batch, 0, 0, attempt)
+        committer.commit([_prepared(bootstrap, out, tid, value)], batch)
+
+    commit(0, 1, b"b0")  # in worker A
+    kept_by_a = dict(transactions._last_done)
+    transactions._last_done.clear()  # worker B: a process of its own
+    commit(1, 2, b"b1")
+    transactions._last_done.clear()
+    transactions._last_done.update(kept_by_a)  # back in worker A
+    committer._log(transactions._clients_for(committer.settings), {"batch": 7, "state": "intent",
+                                                                   "transactions": []}, key="another-query")
+    commit(1, 3, b"b1-replayed")
+    assert [v for _, v in read_committed(bootstrap, out)] == [b"b0", b"b1"]
+    assert open_transactions(bootstrap, prefix) == []
 
 
 def test_batch_write_is_all_or_nothing(spark, txn_cluster):
