@@ -174,6 +174,7 @@ class SinkOptions:
     transactional_id_prefix: str | None = None
     transaction_timeout_ms: int = 60_000
     commit_log_topic: str = "pylog-spark-commits"
+    checkpoint_location: str | None = None  # the option's value, as given (None: not an option)
 
     @property
     def exactly_once(self) -> bool:
@@ -598,6 +599,7 @@ def _guarantee_options(opts: dict, producer: dict) -> dict:
         "transaction_timeout_ms": _default(_int(opts, "transactionTimeoutMs", maximum=_INT32_MAX),
                                            DEFAULT_TRANSACTION_TIMEOUT_MS),
         "commit_log_topic": topic,
+        "checkpoint_location": opts.get("checkpointlocation"),
     }
 
 

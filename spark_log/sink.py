@@ -14,6 +14,7 @@ them, and a stream's writer first recovers what a dead driver left (roll forward
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -38,7 +39,7 @@ from spark_log.transactions import (
     transactional_id,
 )
 
-__all__ = ["WrittenRecords", "PylogWriter", "PylogStreamWriter"]
+__all__ = ["WrittenRecords", "PylogWriter", "PylogStreamWriter", "read_query_id"]
 
 log = logging.getLogger(__name__)
 
@@ -94,14 +95,39 @@ def _write(settings: WriteSettings, iterator, txn: TxnSettings | None = None) ->
     return WrittenRecords(written, partition_id, attempt, batch_id, prepared)
 
 
-def _txn_settings(options: SinkOptions, prefix: str | None) -> TxnSettings | None:
+def read_query_id(checkpoint_location: str | None) -> str | None:
+    """The query id Spark keeps in ``<checkpointLocation>/metadata`` (``{"id": "<uuid>"}``, written
+    when a query first starts from an empty checkpoint, kept across restarts, new after the
+    checkpoint is deleted). Read only for a local path (no scheme, or ``file:``): HDFS/S3 would need
+    their clients here. None when it can't be read."""
+    if not checkpoint_location:
+        return None
+    from urllib.parse import urlparse
+
+    parsed = urlparse(checkpoint_location)
+    if parsed.scheme == "file":
+        path = parsed.path
+    elif parsed.scheme:
+        return None  # s3a://, hdfs://, ...: not a local path
+    else:
+        path = checkpoint_location
+    try:
+        with open(os.path.join(path, "metadata")) as f:
+            first = f.readline()
+        query_id = json.loads(first).get("id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return query_id if isinstance(query_id, str) and query_id else None
+
+
+def _txn_settings(options: SinkOptions, prefix: str | None, query_id: str | None = None) -> TxnSettings | None:
     if not options.exactly_once:
         return None
     timeout = options.producer.get("request_timeout_ms")
     config = options.producer.get("config")  # the tasks' kafka.security/sasl/ssl options
     return TxnSettings(prefix, options.transaction_timeout_ms, options.commit_log_topic,
                        options.bootstrap_servers, int(timeout) if timeout else 30_000,
-                       getattr(config, "security", None))
+                       getattr(config, "security", None), query_id, options.checkpoint_location)
 
 
 def _prepared(messages) -> list:
@@ -177,7 +203,10 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
                 raise OptionError("deliveryGuarantee 'exactly-once' needs a stable transactional id prefix: "
                                   "set the 'checkpointLocation' option on writeStream (the prefix is derived "
                                   "from it) or 'transactionalIdPrefix'")
-            self._txn = _txn_settings(options, options.transactional_id_prefix)
+            # Built on the driver, where a local checkpoint's metadata file is: the query id
+            # tells a new query reusing the checkpoint path from a restart of the old one.
+            self._txn = _txn_settings(options, options.transactional_id_prefix,
+                                      read_query_id(options.checkpoint_location))
             Committer(self._txn).recover()
 
     def write(self, iterator) -> WrittenRecords:

@@ -20,8 +20,8 @@ and aborted with an InitProducerId on its id.
 
 The commit log is a compacted topic (``commitLogTopic``, default ``pylog-spark-commits``) on the
 sink's cluster, keyed by the prefix: the latest record of a prefix is ``{"batch": n, "state":
-"intent", "transactions": [...]}`` (``{"batch": n, "state": "done"}`` after a roll-forward; a
-tombstone once a batch job finished). Not the checkpoint directory: a Python DataSource sees the ``checkpointLocation`` only as a path string (when given
+"intent", "transactions": [...], "query": id}`` (``{"batch": n, "state": "done"}`` after a
+roll-forward; a tombstone once a batch job finished). Not the checkpoint directory: a Python DataSource sees the ``checkpointLocation`` only as a path string (when given
 as an option), may run where that file system is not mounted, and HDFS/S3 would need clients
 in every Python worker. The sink's own cluster is reachable by construction, replicated, and
 written with acks=all.
@@ -34,7 +34,14 @@ not-done intent is rolled forward (EndTxn commit with the intent's producer id/e
 of batches already done are fenced and aborted. Open ones of the batch being (re)written are
 left alone (they may be running tasks); ``commit`` sweeps them after committing its own: at that
 point anything else open of the prefix is an attempt the driver will never commit. A replayed
-batch (id <= the last done; SPARK-28908) is written again by Spark and aborted by ``commit``.
+batch (id == the last done; SPARK-28908) is written again by Spark and aborted by ``commit``.
+
+Query ids: a checkpoint deleted and a new query started at the same path keeps the prefix, and
+Spark numbers its batches from 0 again. Each intent carries the query id (``"query"``, from the
+local checkpoint's ``metadata``, ``spark_log.sink.read_query_id``); a latest record of another
+query means that query's history has ended: the new query's batches are not replays. Without an id (non-local
+checkpoint, records from before ids) a batch below the last done cannot be a replay (Spark only
+replays the last planned batch): ``commit`` refuses it rather than drop its rows.
 """
 
 from __future__ import annotations
@@ -89,6 +96,12 @@ class TxnSettings:
     # The sink's kafka.security.protocol / kafka.sasl.* / kafka.ssl.* (a ClientSecurity: pickles,
     # its SSL context is built per process); None: PLAINTEXT. Every driver-side client uses it.
     security: object | None = None
+    # The streaming query's id (``<checkpointLocation>/metadata``: ``sink.read_query_id``) and the
+    # checkpoint path; None when unknown (a non-local checkpoint, a batch job). Recorded in each
+    # intent: a new query reusing a checkpoint path (deleted and started over) shares the prefix,
+    # and only its query id tells its batch 0, 1, ... from replays of the old query's.
+    query_id: str | None = None
+    checkpoint_location: str | None = None
 
     def client_config(self, client_id: str) -> ClientConfig:
         """The config of every client the driver's side makes (commit, sweep, recovery, the
@@ -166,11 +179,11 @@ def test_task_fault(batch_id: int, partition_id: int, producer) -> None:
 # Driver-side clients per (bootstrap, commit topic, security), kept across commits in a reused Python
 # process: a fresh Cluster costs a bootstrap and a Metadata round trip per commit.
 _clients: dict[tuple, "_DriverClients"] = {}
-# prefix -> (last batch committed, commit-log offset up to which that is known): Committer.last_done.
+# (prefix, query id) -> (last batch committed, commit-log offset up to which that is known): Committer.last_done.
 # Spark runs the driver-side commits in a pool of reused Python workers, so a later batch of the
 # same query may have been committed by another process: the value holds only while the commit
 # log has no record past that offset (one ListOffsets to check; the records past it read if not).
-_last_done: dict[str, tuple[int, int, bool]] = {}  # ..., and whether this process ended that batch
+_last_done: dict[tuple, tuple[int, int, bool]] = {}  # ..., and whether this process ended that batch
 _clients_lock = threading.Lock()
 
 
@@ -249,6 +262,18 @@ class Committer:
     def __init__(self, settings: TxnSettings) -> None:
         self.settings = settings
         self.phases: dict[str, float] = {}  # ms since the commit began, per step (the bench prints them)
+        self._key = (settings.prefix, settings.query_id)  # the _last_done entry: one per query
+
+    def _done_of(self, record: dict | None) -> int:
+        """The last batch of *this* query that ``record`` (the prefix's latest) says is done or
+        to be rolled forward; -1 when it is another query's (known ids that differ: a new query
+        reusing the checkpoint path, whose batches restart at 0 and are not replays)."""
+        if record is None:
+            return -1
+        theirs, ours = record.get("query"), self.settings.query_id
+        if theirs is not None and ours is not None and theirs != ours:
+            return -1
+        return int(record["batch"])
 
     def _mark(self, started: float, name: str) -> None:
         self.phases[name] = (time.perf_counter() - started) * 1000
@@ -270,7 +295,17 @@ class Committer:
     def _commit(self, prepared: list[PreparedTransaction], batch_id: int, batch_job: bool) -> None:
         started = time.perf_counter()
         clients = _clients_for(self.settings)
-        if not batch_job and batch_id <= self.last_done():
+        done = -1 if batch_job else self.last_done()
+        if not batch_job and batch_id < done:
+            # Spark replays only the last planned batch: a lower one is a new query's (the
+            # checkpoint was deleted or is used by another query) whose id could not be told.
+            self._end_all(clients, prepared, commit=False)  # nothing of it left open
+            raise RuntimeError(
+                f"the commit log shows batch {done} committed for transactional id prefix "
+                f"{self.settings.prefix}, this query is at batch {batch_id}: the checkpoint at "
+                f"{self.settings.checkpoint_location or '(unknown)'} was deleted or reused by another query; "
+                "set a new 'transactionalIdPrefix' or use a new checkpointLocation")
+        if not batch_job and batch_id == done:
             # Spark replays a batch whose commit finished but whose checkpoint commit entry was
             # not written (SPARK-28908): its rows are in the log already, so this run's are not.
             log.warning("batch %d of %s was committed before: aborting its replay", batch_id, self.settings.prefix)
@@ -279,6 +314,8 @@ class Committer:
             return
         test_kill_point("before-intent", batch_id)
         intent = {"batch": batch_id, "state": "intent", "transactions": [p.to_dict() for p in prepared]}
+        if self.settings.query_id is not None:
+            intent["query"] = self.settings.query_id
         if batch_job:
             intent["job"] = "batch"
         opened = [p for p in prepared if p.partitions]  # the others never reached a coordinator
@@ -315,9 +352,9 @@ class Committer:
             return
         # No "done" record: the intent of batch n says n is done or is to be rolled forward
         # (recover() does, before any later batch writes), which is all last_done() needs.
-        known = _last_done.get(self.settings.prefix)
+        known = _last_done.get(self._key)
         if intent_end is not None or known is not None:
-            _last_done[self.settings.prefix] = (batch_id, intent_end if intent_end is not None else known[1], True)
+            _last_done[self._key] = (batch_id, intent_end if intent_end is not None else known[1], True)
 
     def last_done(self) -> int:
         """The last batch whose transactions were all committed (-1: none): read from the commit
@@ -330,16 +367,15 @@ class Committer:
             return cached[0]
         # A not-done intent is rolled forward by recover() before any new batch writes.
         latest, end = _read_commit_log(self.settings, self.settings.prefix)
-        last = latest.get(self.settings.prefix)
-        done = -1 if last is None else int(last["batch"])
+        done = self._done_of(latest.get(self.settings.prefix))
         if end is not None:  # the commit log exists
-            _last_done[self.settings.prefix] = (done, end, False)
+            _last_done[self._key] = (done, end, False)
         return done
 
     def _cached(self, clients: "_DriverClients") -> tuple[int, int, bool] | None:
         """The kept (last batch, commit-log end, ended by this process), brought up to date with
         the prefix's commit-log records past that end; None when nothing is kept."""
-        cached = _last_done.get(self.settings.prefix)
+        cached = _last_done.get(self._key)
         if cached is None:
             return None
         done, known_end, ended_here = cached
@@ -348,8 +384,8 @@ class Committer:
             latest, end = _read_commit_log(self.settings, self.settings.prefix, start=known_end)
             if self.settings.prefix in latest:  # another process committed (or began to)
                 last = latest[self.settings.prefix]
-                done, ended_here = (-1 if last is None else int(last["batch"])), False
-            cached = _last_done[self.settings.prefix] = (done, known_end if end is None else end, ended_here)
+                done, ended_here = self._done_of(last), False
+            cached = _last_done[self._key] = (done, known_end if end is None else end, ended_here)
         return cached
 
     def abort(self, prepared: list[PreparedTransaction]) -> None:
@@ -457,17 +493,22 @@ class Committer:
             if known is None:
                 latest, end = _read_commit_log(self.settings, self.settings.prefix)
                 last = latest.get(self.settings.prefix)
-            done = known if known is not None else -1 if last is None else int(last["batch"])
+            # ``done``: this query's last batch (-1 when the record is another query's: its open
+            # ones are then left to commit's sweep, as they may be this new query's tasks).
+            done = known if known is not None else self._done_of(last)
             if last is not None and last.get("state") == "intent":
                 for d in last.get("transactions", ()):
                     p = PreparedTransaction.from_dict(d)
                     if p.transactional_id in open_ids:
                         self._end(clients, p, commit=True)
                         committed += 1
-                if committed:
-                    end = self._log(clients, {"batch": done, "state": "done"}) + 1
+                if committed:  # the intent's own query and batch (maybe an earlier query's)
+                    record = {"batch": int(last["batch"]), "state": "done"}
+                    if last.get("query") is not None:
+                        record["query"] = last["query"]
+                    end = self._log(clients, record) + 1
                 if end is not None:  # every transaction of the intent is committed now
-                    _last_done[self.settings.prefix] = (done, end, True)
+                    _last_done[self._key] = (done, end, True)
             last = last or {}
             stale = [t for t in open_ids if (batch_of(self.settings.prefix, t) or 0) <= done and not (
                 last.get("state") == "intent" and t in {d["transactional_id"] for d in last["transactions"]})]

@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from broker.client import Producer
 from spark_log import transactions
 from spark_log.options import OptionError, parse_sink_options
+from spark_log.sink import read_query_id
 from spark_log.transactions import DEFAULT_COMMIT_LOG_TOPIC, Committer, TxnSettings, default_prefix, transactional_id
 
 from eos_support import check_exactly_once, lso_at_hw, open_transactions, produce_keyed, read_committed, txn_overrides
@@ -51,6 +52,9 @@ def test_stream_copy_restart_and_replay_write_each_record_once(spark, txn_cluste
     produce_keyed(bootstrap, source_topic, 1000)
     copy_stream(spark, bootstrap, source_topic, sink_topic, checkpoint)
     check_exactly_once(bootstrap, sink_topic, 1000)
+    # The driver read the query id from the checkpoint's metadata and keeps it in the commit log.
+    settings = TxnSettings(default_prefix(checkpoint), 60_000, DEFAULT_COMMIT_LOG_TOPIC, bootstrap)
+    assert Committer(settings).last_record()["query"] == read_query_id(checkpoint) is not None
     # SPARK-28908: the sink committed but the checkpoint's commit entry is lost; Spark replays
     # the last batch with the same id. The commit log says it is done: its rewrite is aborted.
     commits = sorted(Path(checkpoint, "commits").glob("[0-9]*"), key=lambda p: int(p.name))
@@ -97,6 +101,43 @@ def test_a_replay_is_aborted_in_a_worker_that_committed_an_earlier_batch(txn_clu
     commit(1, 3, b"b1-replayed")
     assert [v for _, v in read_committed(bootstrap, out)] == [b"b0", b"b1"]
     assert open_transactions(bootstrap, prefix) == []
+
+
+def test_a_new_query_reusing_a_checkpoint_path_is_not_a_replay(txn_cluster, tmp_path):
+    """A checkpoint deleted and a new query started at the same path: same prefix, a new query id
+    (``<checkpoint>/metadata``), batches from 0 again. Its batches are written, not aborted as
+    replays of the old query's (silent data loss before); a replay of its own last batch still is.
+    A query whose id is unknown (a non-local checkpoint) at a batch below the last committed one
+    is refused with the option to change, not dropped."""
+    bootstrap = txn_cluster.bootstrap
+    out = create_topic(bootstrap, unique("reuse-out"), 1)
+    prefix = unique("pylog-spark-reuse")
+    checkpoint = tmp_path / "ck"
+    checkpoint.mkdir()
+    (checkpoint / "metadata").write_text('{"id":"6f1c0b1e-old"}\n')
+    assert read_query_id(str(checkpoint)) == "6f1c0b1e-old" == read_query_id(f"file://{checkpoint}")
+    assert read_query_id("s3a://bucket/ck") is None and read_query_id(str(tmp_path / "none")) is None
+    attempts = iter(range(100, 200))
+
+    def commit(query_id: str | None, batch: int, value: bytes) -> None:
+        committer = Committer(TxnSettings(prefix, 60_000, DEFAULT_COMMIT_LOG_TOPIC, bootstrap,
+                                          query_id=query_id, checkpoint_location=str(checkpoint)))
+        committer.recover()  # as each stream writer does on the driver
+        tid = transactional_id(prefix, batch, 0, 0, next(attempts))
+        committer.commit([_prepared(bootstrap, out, tid, value)], batch)
+
+    for batch in range(3):
+        commit("6f1c0b1e-old", batch, b"old-%d" % batch)
+    commit("6f1c0b1e-old", 2, b"old-2-replayed")  # the old query's own replay: aborted
+    commit("7a2d-new", 0, b"new-0")  # the checkpoint deleted, a new query at the same path
+    commit("7a2d-new", 1, b"new-1")
+    commit("7a2d-new", 1, b"new-1-replayed")
+    assert [v for _, v in read_committed(bootstrap, out)] == [b"old-0", b"old-1", b"old-2", b"new-0", b"new-1"]
+    with pytest.raises(RuntimeError, match=f"batch 1 committed for transactional id prefix {prefix}, "
+                                           "this query is at batch 0: the checkpoint at .* 'transactionalIdPrefix'"):
+        commit(None, 0, b"unknown-0")
+    assert open_transactions(bootstrap, prefix) == []
+    assert lso_at_hw(bootstrap, out)
 
 
 def test_batch_write_is_all_or_nothing(spark, txn_cluster):
