@@ -17,9 +17,16 @@ markers and Complete* record, and the acks=all replication of the data); and the
 seconds per 1,000 records (``*_cpu_ms_per_krec``: user+system of every broker process over the
 idempotent and the transactional phase).
 
+Records-per-transaction sweep (``--records-per-txn 1000,5000,20000``): the transactional phase
+runs once per size (its own topic, each size sending ``max(--records, 3 x size)`` records), and a
+``sweep`` line per system gives each size's rate as a multiple of the idempotent rate: at what
+transaction size a system reaches 0.9x (a transaction's fixed cost, Prepare + markers + Complete,
+is spread over more records). The first size is the one the other rows (EndTxn, flush, consume)
+use; the default, 1000, is the issue's row.
+
 Each row is the median of ``--runs`` runs (default 3). The machine is shared: the 1-minute load
 average is printed with every run. ``python bench/transactions.py [--systems pylog,kafka]
-[--records N] [--runs 3] [--brokers 3]``.
+[--records N] [--runs 3] [--brokers 3] [--records-per-txn 1000[,5000,...]]``.
 """
 
 from __future__ import annotations
@@ -100,8 +107,10 @@ def broker_pids(cluster) -> list[int]:
     return [pid for pid in (node.running_pid() for node in cluster.nodes) if pid is not None]
 
 
-def produce_transactional(bootstrap: str, topic: str, records: int, tid: str) -> tuple[float, list[float], list[float]]:
-    """(records/s, EndTxn round trips in ms, flush times in ms)."""
+def produce_transactional(bootstrap: str, topic: str, records: int, tid: str,
+                          per_txn: int = RECORDS_PER_TXN) -> tuple[float, list[float], list[float]]:
+    """(records/s, EndTxn round trips in ms, flush times in ms) with ``per_txn`` records per
+    transaction."""
     end_ms, flush_ms = [], []
     with Producer(bootstrap, acks="all", linger_ms=5, transactional_id=tid) as producer:
         producer.init_transactions(DEADLINE_MS)
@@ -110,9 +119,9 @@ def produce_transactional(bootstrap: str, topic: str, records: int, tid: str) ->
             producer.send(topic, VALUE, partition=p)
         producer.commit_transaction(DEADLINE_MS)
         started = time.perf_counter()
-        for first in range(0, records, RECORDS_PER_TXN):
+        for first in range(0, records, per_txn):
             producer.begin_transaction()
-            for i in range(first, min(first + RECORDS_PER_TXN, records)):
+            for i in range(first, min(first + per_txn, records)):
                 producer.send(topic, VALUE, partition=i % PARTITIONS)
             sent = time.perf_counter()
             producer.flush(DEADLINE_MS)
@@ -144,7 +153,13 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def one_run(bootstrap: str, brokers: int, records: int, run: int, system: str, pids: list[int]) -> dict[str, float]:
+def sweep_records(records: int, per_txn: int) -> int:
+    """Records sent at one transaction size: at least three whole transactions."""
+    return max(records, 3 * per_txn)
+
+
+def one_run(bootstrap: str, brokers: int, records: int, run: int, system: str, pids: list[int],
+            sizes: tuple[int, ...] = (RECORDS_PER_TXN,)) -> dict[str, float]:
     stamp = f"{system}-{run}-{time.monotonic_ns() % 10**9}"
     idem_topic, txn_topic = f"bench-idem-{stamp}", f"bench-txn-{stamp}"
     create_topic(bootstrap, idem_topic, brokers)
@@ -153,7 +168,8 @@ def one_run(bootstrap: str, brokers: int, records: int, run: int, system: str, p
     cpu = cpu_s(pids)
     row["idempotent"] = produce_idempotent(bootstrap, idem_topic, records)
     cpu, row["idem_cpu_ms_per_krec"] = cpu_s(pids), (cpu_s(pids) - cpu) * 1e6 / records
-    row["transactional"], end_ms, flush_ms = produce_transactional(bootstrap, txn_topic, records, f"bench-{stamp}")
+    row["transactional"], end_ms, flush_ms = produce_transactional(bootstrap, txn_topic, records, f"bench-{stamp}",
+                                                                   sizes[0])
     row["txn_cpu_ms_per_krec"] = (cpu_s(pids) - cpu) * 1e6 / records
     row["flush_p50_ms"] = percentile(flush_ms, 0.5)
     row["end_txn_p50_ms"] = percentile(end_ms, 0.5)
@@ -161,6 +177,14 @@ def one_run(bootstrap: str, brokers: int, records: int, run: int, system: str, p
     total = records + PARTITIONS  # the warm-up transaction's records too
     row["read_uncommitted"] = consume(bootstrap, txn_topic, "read_uncommitted", total)
     row["read_committed"] = consume(bootstrap, txn_topic, "read_committed", total)
+    row[f"txn_x@{sizes[0]}"] = row["transactional"] / row["idempotent"]
+    for size in sizes[1:]:
+        topic, count = f"bench-txn{size}-{stamp}", sweep_records(records, size)
+        create_topic(bootstrap, topic, brokers)
+        cpu = cpu_s(pids)
+        rate, _, _ = produce_transactional(bootstrap, topic, count, f"bench-{size}-{stamp}", size)
+        row[f"txn_x@{size}"] = rate / row["idempotent"]
+        row[f"txn_cpu_ms_per_krec@{size}"] = (cpu_s(pids) - cpu) * 1e6 / count
     return row
 
 
@@ -183,20 +207,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=30_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--records-per-txn", default=str(RECORDS_PER_TXN),
+                        help="comma-separated transaction sizes (the sweep); the first feeds every other row")
     args = parser.parse_args(argv)
+    sizes = tuple(int(size) for size in args.records_per_txn.split(","))
+    if sizes[0] > args.records:
+        parser.error("--records must hold at least one transaction of the first --records-per-txn size")
     results: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-txn-") as tmp:
         for system in args.systems.split(","):
             cluster, bootstrap = start(system, Path(tmp), args.brokers)
             try:
                 for run in range(args.runs):
-                    row = one_run(bootstrap, args.brokers, args.records, run, system, broker_pids(cluster))
+                    row = one_run(bootstrap, args.brokers, args.records, run, system, broker_pids(cluster), sizes)
                     print(system, run, {k: round(v, 1) for k, v in row.items()}, flush=True)
                     results.setdefault(system, []).append(row)
             finally:
                 cluster.stop()
     print(f"\nmedians of {args.runs} runs, {args.records} records of {len(VALUE)} B, {PARTITIONS} partitions, "
-          f"RF {min(3, args.brokers)}, acks=all, {RECORDS_PER_TXN} records per transaction")
+          f"RF {min(3, args.brokers)}, acks=all, {sizes[0]} records per transaction")
     for system, rows in results.items():
         med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
         print(f"{system:6} idempotent {med['idempotent']:8.0f}/s  transactional {med['transactional']:8.0f}/s "
@@ -206,6 +235,11 @@ def main(argv: list[str] | None = None) -> int:
               f"(x{med['read_committed'] / med['read_uncommitted']:.2f})  flush p50 {med['flush_p50_ms']:5.1f} ms  "
               f"broker CPU ms/1k records idempotent {med['idem_cpu_ms_per_krec']:.0f} "
               f"transactional {med['txn_cpu_ms_per_krec']:.0f}  load {med['load_1m']:.1f}")
+        if len(sizes) > 1:
+            print(f"{system:6} sweep (transactional / idempotent by records per transaction): " + "  ".join(
+                f"{size}: x{med[f'txn_x@{size}']:.2f}" for size in sizes)
+                + "  broker CPU ms/1k records: " + "  ".join(
+                f"{size}: {med.get(f'txn_cpu_ms_per_krec@{size}', med['txn_cpu_ms_per_krec']):.0f}" for size in sizes))
     return 0
 
 
