@@ -50,28 +50,11 @@ from typing import Callable
 
 from broker.client.config import SYSTEM_CLOCK, ClientConfig, Clock
 from broker.security.sasl_client import SaslAuthenticationError, reauthentication_delay_ms
-from broker.client.errors import (
-    KafkaConnectionError,
-    KafkaError,
-    KafkaProtocolError,
-    KafkaTimeoutError,
-)
-from broker.wire import (
-    API_SPECS,
-    ApiKey,
-    ErrorCode,
-    MalformedMessage,
-    decode_response,
-    encode_request_chunks,
-    response_correlation_id,
-)
+from broker.client.errors import KafkaConnectionError, KafkaError, KafkaProtocolError, KafkaTimeoutError
+from broker.wire import (API_SPECS, ApiKey, ErrorCode, MalformedMessage, decode_response, encode_request_chunks,
+                         response_correlation_id)
 
-__all__ = [
-    "BrokerConnection",
-    "CLIENT_API_VERSIONS",
-    "API_VERSIONS_FIRST",
-    "pick_version",
-]
+__all__ = ["BrokerConnection", "CLIENT_API_VERSIONS", "API_VERSIONS_FIRST", "pick_version"]
 
 _SIZE = struct.Struct(">i")
 _GATHER_BYTES_MIN = 64 * 1024
@@ -491,22 +474,26 @@ class BrokerConnection:
             out = bytearray(n)
             out[:have] = memoryview(buf)[pos:]
             self._rbuf, self._rpos = bytearray(), 0
-            self._recv_into(memoryview(out)[have:], head)
+            view = memoryview(out)
+            while have < n:
+                have += self._recv_some(head, view[have:])
             return out
         del buf[:pos]
         self._rpos = 0
         while len(buf) < n:
-            self._recv_ahead(buf, head)
+            buf += self._recv_some(head)
         out = buf[:n]
         del buf[:n]
         return out
 
-    def _recv_ahead(self, buf: bytearray, head: _InFlight) -> None:
-        """Append at least one byte from the socket to ``buf`` (up to ``_READ_AHEAD_BYTES``)."""
+    def _recv_some(self, head: _InFlight, view: memoryview | None = None):
+        """One ``recv`` that gets at least one byte: up to ``_READ_AHEAD_BYTES`` as bytes, or
+        into ``view`` (its count). Waits in ``poll`` while the socket would block (the request's
+        deadline: KafkaTimeoutError); an OS error or the broker's close is KafkaConnectionError."""
         assert self._sock is not None
         while True:
             try:
-                chunk = self._sock.recv(_READ_AHEAD_BYTES)
+                got = self._sock.recv(_READ_AHEAD_BYTES) if view is None else self._sock.recv_into(view)
             except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 try:
                     self._wait(self._poll_in, head.deadline_ms)
@@ -514,40 +501,11 @@ class BrokerConnection:
                     raise self._timed_out(head) from None
                 continue
             except OSError as exc:
-                raise KafkaConnectionError(
-                    f"{self.address}: receive failed: {_os_reason(exc)}"
-                ) from exc
-            if not chunk:
-                raise KafkaConnectionError(
-                    f"{self.address}: connection closed by the broker with "
-                    f"{len(self._inflight)} request(s) in flight"
-                )
-            buf += chunk
-            return
-
-    def _recv_into(self, view: memoryview, head: _InFlight) -> None:
-        """Fill ``view`` from the socket."""
-        assert self._sock is not None
-        got, n = 0, len(view)
-        while got < n:
-            try:
-                count = self._sock.recv_into(view[got:])
-            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                try:
-                    self._wait(self._poll_in, head.deadline_ms)
-                except socket.timeout:
-                    raise self._timed_out(head) from None
-                continue
-            except OSError as exc:
-                raise KafkaConnectionError(
-                    f"{self.address}: receive failed: {_os_reason(exc)}"
-                ) from exc
-            if count == 0:
-                raise KafkaConnectionError(
-                    f"{self.address}: connection closed by the broker with "
-                    f"{len(self._inflight)} request(s) in flight"
-                )
-            got += count
+                raise KafkaConnectionError(f"{self.address}: receive failed: {_os_reason(exc)}") from exc
+            if not got:
+                raise KafkaConnectionError(f"{self.address}: connection closed by the broker with "
+                                           f"{len(self._inflight)} request(s) in flight")
+            return got
 
     def _timed_out(self, head: _InFlight) -> KafkaTimeoutError:
         return KafkaTimeoutError(

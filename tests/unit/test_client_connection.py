@@ -196,12 +196,15 @@ def test_response_frame_size_outside_the_limit_is_refused_before_reading_it(brok
     assert not conn.connected
 
 
-def test_a_frame_just_under_the_limit_is_accepted(broker_factory):
+@pytest.mark.parametrize("brokers", [1, 8000])  # read ahead; a body past its reach goes straight into its buffer
+def test_a_frame_just_under_the_limit_is_accepted(broker_factory, brokers):
     body = metadata_response("x" * 1000)
+    body.brokers = body.brokers * brokers
     broker = broker_factory(Script(replies=lambda h, r: body))
     frame_size = len(encode_response(ApiKey.METADATA, 12, 0, body))
     conn = connect(broker, FAST.with_(response_bytes_max=frame_size))
-    assert conn.request(ApiKey.METADATA, {"topics": None}).cluster_id == "x" * 1000
+    answer = conn.request(ApiKey.METADATA, {"topics": None})
+    assert answer.cluster_id == "x" * 1000 and len(answer.brokers) == brokers and (brokers == 1 or frame_size > 64 * 1024)
 
 
 def test_unparsable_response_body_is_a_protocol_error(broker_factory):
