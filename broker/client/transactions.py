@@ -366,6 +366,13 @@ class TransactionCalls:
         """Java's TransactionManager state name, None for a producer without transactional_id."""
         return None if self._txn is None else self._txn.state.value
 
+    @property
+    def transaction_coordinator(self) -> int | None:
+        """The node id of this producer's transaction coordinator as last found (None: not yet,
+        or no transactional_id): whoever completes a prepared transaction can start there
+        (``TxnCoordinatorClient(..., coordinator=...)``) instead of asking FindCoordinator."""
+        return None if self._txn is None else self._txn.client.coordinator
+
     def _require_txn(self) -> Transactions:
         if self._txn is None:
             raise TxnStateError("this producer has no transactional_id")

@@ -41,10 +41,22 @@ class TxnCoordinatorClient:
     """Requests of one transactional id. Not thread-safe: the caller holds the producer's I/O lock
     (the ``Cluster`` and its sockets belong to whoever holds it)."""
 
-    def __init__(self, cluster: Cluster, transactional_id: str) -> None:
+    def __init__(self, cluster: Cluster, transactional_id: str, coordinator: int | None = None) -> None:
         self.cluster = cluster
         self.transactional_id = transactional_id
         self._coordinators: dict[tuple[int, str], int] = {}  # (key type, key) -> node id
+        if coordinator is not None:
+            # The node another client of this id found (e.g. the Spark sink's task, for the
+            # driver's EndTxn): no FindCoordinator. A stale one answers NOT_COORDINATOR or fails
+            # to connect, and the usual lookup follows; one missing from the cluster's metadata
+            # raises BROKER_NOT_AVAILABLE (spark_log.transactions connects first, drops it then).
+            self._coordinators[(KEY_TYPE_TRANSACTION, transactional_id)] = coordinator
+
+    @property
+    def coordinator(self) -> int | None:
+        """The transaction coordinator's node id as last found (None: not looked up yet, or
+        dropped after an error)."""
+        return self._coordinators.get((KEY_TYPE_TRANSACTION, self.transactional_id))
 
     # ------------------------------------------------------------------ the requests
 

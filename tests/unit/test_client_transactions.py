@@ -13,7 +13,8 @@ from client_helpers import FAST, in_memory_cluster, wait_until
 from fake_kafka import Fault
 
 import fake_kafka
-from broker.client import Producer, ProducerFencedError, TransactionAbortableError
+from broker.client import Cluster, Producer, ProducerFencedError, TransactionAbortableError
+from broker.client.txn_requests import TxnCoordinatorClient
 from broker.records import decode_batch
 from broker.wire import (
     SUPPORTED_API_VERSIONS,
@@ -76,7 +77,7 @@ def kafka(monkeypatch):
             for t in request.v3_and_below_topics])
 
     def end_txn(self, node_id, header, request, fault):
-        code = coordinator.next_error(ApiKey.END_TXN)
+        code = ErrorCode.NOT_COORDINATOR if node_id != COORDINATOR else coordinator.next_error(ApiKey.END_TXN)
         if not code:
             coordinator.ended.append(request.committed)
         return EndTxnResponse(error_code=code)
@@ -224,6 +225,31 @@ def test_prepare_then_complete_from_another_producer(kafka):
     (_, end), = requests(kafka, ApiKey.END_TXN)
     assert (end.transactional_id, end.producer_id, end.producer_epoch, end.committed) == ("tx-unit", 4242, 0, True)
     assert len(requests(kafka, ApiKey.INIT_PRODUCER_ID)) == 1  # the driver did not bump the epoch
+
+
+def test_end_txn_goes_to_the_coordinator_the_preparing_producer_found(kafka):
+    """The Spark sink's driver completes a task's prepared transaction at the coordinator that
+    task found (``transaction_coordinator``, carried in its commit message): no FindCoordinator.
+    A stale hint (another broker, which answers NOT_COORDINATOR) costs one lookup, no error."""
+    with txn_producer(kafka) as producer:
+        producer.init_transactions(5_000)
+        producer.begin_transaction()
+        producer.send("t", b"a", partition=0)
+        prepared = producer.prepare_transaction(5_000)
+        node = producer.transaction_coordinator
+    assert node == COORDINATOR
+    cluster = Cluster(kafka.bootstrap, FAST)
+    try:
+        finds = len(requests(kafka, ApiKey.FIND_COORDINATOR))
+        for hint, lookups in ((node, 0), (1 - COORDINATOR, 1)):
+            client = TxnCoordinatorClient(cluster, prepared.transactional_id, coordinator=hint)
+            client.end_txn(prepared.producer_id, prepared.producer_epoch, True, cluster.clock.monotonic_ms() + 5_000)
+            assert len(requests(kafka, ApiKey.FIND_COORDINATOR)) == finds + lookups
+            assert client.coordinator == COORDINATOR
+            finds += lookups
+    finally:
+        cluster.close()
+    assert kafka.coordinator.ended == [True, True]
 
 
 def test_close_aborts_an_open_transaction_but_not_a_prepared_one(kafka):
