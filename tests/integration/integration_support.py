@@ -55,7 +55,7 @@ __all__ = [
     "ZOOKEEPER_SETTINGS", "SESSION_TIMEOUT_MS", "CONNECTION_TIMEOUT_MS", "ZOOKEEPER_START_TIMEOUT_S",
     "REPO_ROOT", "BROKER_START_TIMEOUT_S", "BROKER_STOP_TIMEOUT_S", "BROKER_SESSION_TIMEOUT_MS",
     "api_versions_answer", "metadata_controller", "wait_for_controller",
-    "BrokerProcess", "BrokerCluster", "ClusterFactory",
+    "BrokerProcess", "BrokerCluster", "ClusterFactory", "small_internal_topics",
 ]
 
 
@@ -130,8 +130,8 @@ def zk_client(zk_client_factory) -> KafkaZkClient:
 # ``reserve_free_port``: no other test's probe can take one before the broker binds it (a broker
 # that lost its port to another broker would leave the test talking to that one). Overrides are broker properties; in
 # keyword form underscores stand for dots (``auto_create_topics_enable="true"``), or pass
-# ``overrides={"auto.create.topics.enable": "true"}``. Every process is stopped at the end of the
-# test (SIGTERM, then SIGKILL). ``ClusterFactory`` is the same without pytest, for fixtures of a
+# ``overrides={"auto.create.topics.enable": "true"}``. Every process is killed at the end of the
+# test (SIGKILL: see ``BrokerCluster.kill_all``). ``ClusterFactory`` is the same without pytest, for fixtures of a
 # wider scope.
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -139,6 +139,16 @@ BROKER_START_TIMEOUT_S = 60.0
 BROKER_STOP_TIMEOUT_S = 20.0
 BROKER_SESSION_TIMEOUT_MS = 4000  # a killed broker's znodes vanish within this
 _cluster_numbers = itertools.count()
+
+
+def small_internal_topics(brokers: int) -> dict[str, str]:
+    """Broker settings for a small test cluster's internal topics: ``__consumer_offsets`` and
+    ``__transaction_state`` of 2 partitions at RF ``brokers`` (min ISR 1), groups formed without
+    the initial 3 s delay. Fewer partitions load and elect faster at start-up; the secure, ACL and
+    observability clusters all used this set, each spelling it out."""
+    return {"offsets.topic.replication.factor": str(brokers), "offsets.topic.num.partitions": "2",
+            "transaction.state.log.replication.factor": str(brokers), "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "2", "group.initial.rebalance.delay.ms": "0"}
 
 
 def api_versions_answer(port: int, timeout_s: float = 1.0) -> bool:
@@ -286,6 +296,19 @@ class BrokerCluster:
         for broker in self.brokers:
             broker.stop()
 
+    def kill_all(self) -> None:
+        """SIGKILL every broker at once, then wait for each: a test's end, where nothing checks
+        how the brokers go. A SIGTERM stop of a multi-broker cluster is a controlled shutdown per
+        broker, each retrying to move its leaders to brokers that are stopping too: 15-33 s per
+        3-broker cluster's teardown (test_transactions, load 8-11), the tier's largest idle time.
+        A test about a clean stop calls ``stop`` (or ``BrokerProcess.stop``) itself."""
+        for broker in self.brokers:
+            if broker.is_running():
+                broker.popen.kill()
+        for broker in self.brokers:
+            if broker.popen is not None:
+                broker.popen.wait(BROKER_STOP_TIMEOUT_S)
+
 
 class ClusterFactory:
     def __init__(self, zookeeper_connect: str, root: Path) -> None:
@@ -320,8 +343,9 @@ class ClusterFactory:
         return cluster
 
     def close(self) -> None:
+        """Kill every cluster's brokers (``BrokerCluster.kill_all``: a test's teardown checks nothing)."""
         for cluster in self.clusters:
-            cluster.stop()
+            cluster.kill_all()
 
 
 @pytest.fixture

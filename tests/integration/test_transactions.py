@@ -9,6 +9,10 @@ the commit; RF=3 with the EndTxn round trip printed; kafka-python's transactiona
 Every wait is a condition with a deadline. Brokers run with
 ``transaction.abort.timed.out.transaction.cleanup.interval.ms=500`` so the timeout test waits
 seconds, and small internal topics (quick loads).
+
+The single-broker tests share one broker for the module (``one_broker``; each has its own
+topics and transactional ids, and none stops the broker): a broker start is most of such a
+test's time. The 3-broker tests each start their own cluster: two of them kill brokers.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from integration_support import ClusterFactory
+
 WAIT_S = 60.0
 TXN_SETTINGS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
                 "transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5"}
@@ -34,6 +40,16 @@ def cluster_of(broker_cluster, n: int):
         **TXN_SETTINGS, "transaction.state.log.replication.factor": factor,
         "transaction.state.log.min.isr": str(min(n, 2)), "offsets.topic.replication.factor": factor,
         "default.replication.factor": factor, "min.insync.replicas": str(min(n, 2))})
+
+
+@pytest.fixture(scope="module")
+def one_broker(zookeeper, tmp_path_factory):
+    """One broker (``cluster_of(..., 1)``'s settings) shared by the module's single-broker tests."""
+    factory = ClusterFactory(zookeeper.connect_string, tmp_path_factory.mktemp("txn-one"))
+    try:
+        yield cluster_of(factory.make, 1)
+    finally:
+        factory.close()
 
 
 def create_topics(bootstrap: str, names, partitions: int, replication: int = 1, assignment=None) -> None:
@@ -82,7 +98,7 @@ def produce_all(producer: Producer, topics, partitions: int, tag: str, per_parti
 
 
 def read_all(bootstrap: str, topics, partitions: int, isolation: str = "read_committed",
-             quiet_s: float = 2.0, expect: int = 0) -> list[bytes]:
+             quiet_s: float = 0.5, expect: int = 0) -> list[bytes]:
     """Every record visible at ``isolation``, read from the start until the end offsets (at that
     isolation) are reached, at least ``expect`` records came, and nothing new for ``quiet_s``.
 
@@ -91,7 +107,9 @@ def read_all(bootstrap: str, topics, partitions: int, isolation: str = "read_com
     may reach the end of every partition before the commit is visible (a probe on the 2-core
     machine: the LSO lagged the return in 15 of 40 commits, by up to 253 ms; under load 8-16, more
     than ``quiet_s``). ``expect`` waits for the commit (to the deadline), ``quiet_s`` still catches
-    any record too many."""
+    any record too many (0.5 s: a record past the end offsets can only come from a later move of the
+    last stable offset, and every caller's writes are done by then; it was 2 s, 16 s of idle time
+    over the module)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
                          "isolation.level": isolation, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "enable.partition.eof": True})
@@ -134,8 +152,8 @@ def end_offsets(bootstrap: str, topic: str, partitions: int, isolation: str) -> 
 # ----------------------------------------------------------------------------------- tests
 
 
-def test_commit_and_abort_over_two_topics_and_six_partitions(broker_cluster):
-    cluster = cluster_of(broker_cluster, 1)
+def test_commit_and_abort_over_two_topics_and_six_partitions(one_broker):
+    cluster = one_broker
     topics = ["txn-a", "txn-b"]
     create_topics(cluster.bootstrap, topics, 3)
     producer = txn_producer(cluster.bootstrap, "tx-basic")
@@ -189,8 +207,8 @@ def start_victim(bootstrap: str, transactional_id: str, topic: str) -> subproces
     return victim
 
 
-def test_a_killed_producers_transaction_is_aborted_by_the_next_init_transactions(broker_cluster):
-    cluster = cluster_of(broker_cluster, 1)
+def test_a_killed_producers_transaction_is_aborted_by_the_next_init_transactions(one_broker):
+    cluster = one_broker
     create_topics(cluster.bootstrap, ["txn-kill"], 3)
     victim = start_victim(cluster.bootstrap, "tx-kill", "txn-kill")
     victim.send_signal(signal.SIGKILL)
@@ -204,8 +222,8 @@ def test_a_killed_producers_transaction_is_aborted_by_the_next_init_transactions
     assert sorted(read_all(cluster.bootstrap, ["txn-kill"], 3, expect=len(committed))) == sorted(committed)
 
 
-def test_a_zombie_producer_is_fenced(broker_cluster):
-    cluster = cluster_of(broker_cluster, 1)
+def test_a_zombie_producer_is_fenced(one_broker):
+    cluster = one_broker
     create_topics(cluster.bootstrap, ["txn-zombie"], 3)
     zombie = txn_producer(cluster.bootstrap, "tx-zombie")
     zombie.begin_transaction()
@@ -225,8 +243,8 @@ def test_a_zombie_producer_is_fenced(broker_cluster):
     assert sorted(seen) == sorted(committed)
 
 
-def test_an_open_transaction_is_aborted_by_its_timeout_and_the_lso_moves_on(broker_cluster):
-    cluster = cluster_of(broker_cluster, 1)
+def test_an_open_transaction_is_aborted_by_its_timeout_and_the_lso_moves_on(one_broker):
+    cluster = one_broker
     create_topics(cluster.bootstrap, ["txn-timeout"], 3)
     stuck = txn_producer(cluster.bootstrap, "tx-timeout", **{"transaction.timeout.ms": 2000})
     stuck.begin_transaction()
@@ -339,11 +357,11 @@ def test_transactions_at_replication_factor_3_and_end_txn_latency(broker_cluster
           f"p99 {latencies[98]:.1f} ms, max {latencies[-1]:.1f} ms")
 
 
-def test_kafka_python_transactional_producer(broker_cluster):
+def test_kafka_python_transactional_producer(one_broker):
     """kafka-python's transactional producer (its own protocol code, not librdkafka's): a commit
     is read under read_committed, an abort never."""
     from kafka import KafkaProducer
-    cluster = cluster_of(broker_cluster, 1)
+    cluster = one_broker
     create_topics(cluster.bootstrap, ["txn-kp"], 3)
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="tx-kafka-python")
     try:
