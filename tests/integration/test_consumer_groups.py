@@ -7,6 +7,10 @@ member is expelled after its session timeout; bad input gets Kafka's error and t
 Brokers run with ``group.initial.rebalance.delay.ms=0`` (a group forms as soon as its members
 joined) and ``group.min.session.timeout.ms=1000`` so that expiry tests wait seconds, not the
 default 6. Every wait is a condition with a deadline.
+
+The single-broker tests share one broker for the module (``shared_broker``: each has its own
+topic and group, and none stops the broker); the two tests that kill a coordinator's broker
+start their own three.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.wire import ApiKey, ErrorCode, FindCoordinatorRequest
+from integration_support import ClusterFactory
 
 _RAW_SOCKET = Path(__file__).resolve().parent / "raw_socket.py"
 if "pylog_raw_socket" in sys.modules:
@@ -46,6 +51,16 @@ WAIT_S = 60.0
 def one_broker(broker_cluster):
     return broker_cluster(1, offsets_topic_replication_factor="1", offsets_topic_num_partitions="10",
                           **GROUP_SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def shared_broker(zookeeper, tmp_path_factory):
+    """``one_broker``'s broker, one for the module's single-broker tests."""
+    factory = ClusterFactory(zookeeper.connect_string, tmp_path_factory.mktemp("groups-one"))
+    try:
+        yield one_broker(factory.make)
+    finally:
+        factory.close()
 
 
 def wait_for_controller(admin: AdminClient, deadline: float) -> None:
@@ -147,10 +162,10 @@ def poll_until(consumers: list[Consumer], condition, timeout_s: float = WAIT_S, 
 # ---------------------------------------------------------------------- one broker: the basics
 
 
-def test_subscribe_reads_every_record_then_resumes_after_its_commit(broker_cluster):
+def test_subscribe_reads_every_record_then_resumes_after_its_commit(shared_broker):
     """The issue's motivating bug: a subscribed librdkafka consumer read 0 of 1,000 records.
     Then: commit, close, and a new consumer of the same group reads exactly what came after."""
-    cluster = one_broker(broker_cluster)
+    cluster = shared_broker
     create_topic(cluster.bootstrap, "orders", 3)
     produce(cluster.bootstrap, "orders", 0, RECORDS, 3)
 
@@ -176,10 +191,10 @@ def test_subscribe_reads_every_record_then_resumes_after_its_commit(broker_clust
     assert sorted(values) == sorted(b"v%d" % i for i in range(RECORDS, RECORDS + 300))
 
 
-def test_kafka_python_subscribes_commits_and_resumes(broker_cluster):
+def test_kafka_python_subscribes_commits_and_resumes(shared_broker):
     from kafka import KafkaConsumer
 
-    cluster = one_broker(broker_cluster)
+    cluster = shared_broker
     create_topic(cluster.bootstrap, "kp-orders", 2)
     produce(cluster.bootstrap, "kp-orders", 0, RECORDS, 2)
 
@@ -202,8 +217,8 @@ def test_kafka_python_subscribes_commits_and_resumes(broker_cluster):
     assert sorted(consume(100)) == sorted(b"v%d" % i for i in range(RECORDS, RECORDS + 100))
 
 
-def test_members_split_the_partitions_and_rebalance_when_one_leaves(broker_cluster):
-    cluster = one_broker(broker_cluster)
+def test_members_split_the_partitions_and_rebalance_when_one_leaves(shared_broker):
+    cluster = shared_broker
     create_topic(cluster.bootstrap, "shared", 6)
     members = [rdkafka_consumer(cluster.bootstrap, "splitters") for _ in range(3)]
     for member in members:
@@ -240,8 +255,8 @@ _STOPPABLE_MEMBER = textwrap.dedent("""
 """)
 
 
-def test_a_stopped_member_is_expelled_after_its_session_timeout(broker_cluster, tmp_path):
-    cluster = one_broker(broker_cluster)
+def test_a_stopped_member_is_expelled_after_its_session_timeout(shared_broker, tmp_path):
+    cluster = shared_broker
     create_topic(cluster.bootstrap, "watched", 4)
     script = tmp_path / "member.py"
     script.write_text(_STOPPABLE_MEMBER)
@@ -268,10 +283,10 @@ def test_a_stopped_member_is_expelled_after_its_session_timeout(broker_cluster, 
         other.stdout.close()
 
 
-def test_bad_input_gets_kafkas_errors_and_the_group_goes_on(broker_cluster):
+def test_bad_input_gets_kafkas_errors_and_the_group_goes_on(shared_broker):
     from broker.wire import HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest
 
-    cluster = one_broker(broker_cluster)
+    cluster = shared_broker
     create_topic(cluster.bootstrap, "guarded", 2)
     produce(cluster.bootstrap, "guarded", 0, 10, 2)
     member = rdkafka_consumer(cluster.bootstrap, "guards")
