@@ -2,40 +2,51 @@
 ``TransactionMarkerChannelManager``).
 
 A ``WriteMarkers`` effect names a producer's partitions and the result (COMMIT or ABORT). The
-sender routes each partition to its current leader in this broker's metadata and groups what it
-sends per destination broker: one queue and one sender task per broker, and one WriteTxnMarkers
-request carries every marker queued for that broker when the task sends (many transactions'
-markers in one round trip under load, as Kafka drains its per-broker queues). A marker whose
-leader is this broker is written in-process (the WriteTxnMarkers handler called directly, no
-socket); others go over an ``InterBrokerConnection`` to the leader's inter-broker listener.
+sender has two kinds of task:
+
+- **One task per job** (``_write_all``), a plain loop that is the whole retry story: route the
+  partitions not yet written to their current leaders in this broker's metadata, send each
+  leader its share and wait for every answer, drop the written ones; while some are left, back
+  off (doubling from ``backoff_ms`` up to ``backoff_max_ms``, a metadata refresh of their topics
+  requested) and go round again. When none is left it calls ``on_written(marker_id)``, once.
+- **One task per destination broker** (``_destination``): the batching. A job's share for a
+  broker is queued there with a future; the broker's task sends everything queued when it
+  wakes as one WriteTxnMarkers request (many transactions' markers in one round trip under
+  load, as Kafka drains its per-broker queues) and answers each share's future with the
+  response's errors (none on a failed send: every partition of it retries). A marker whose
+  leader is this broker is written in-process (the WriteTxnMarkers handler called directly, no
+  socket); others go over an ``InterBrokerConnection`` to the leader's inter-broker listener.
 
 Per partition, the answer decides:
 
 - NONE: written.
 - TRANSACTION_COORDINATOR_FENCED (a newer coordinator epoch has written to the partition's
   producer state) or INVALID_PRODUCER_EPOCH (the producer has a newer epoch there): this
-  coordinator lost the transaction; the whole job is dropped and the core is not told (its
-  partition was or will be unloaded; the new owner sends the markers), as Kafka aborts sending.
+  coordinator lost the transaction; the job ends and the core is not told (its partition was
+  or will be unloaded; the new owner sends the markers), as Kafka aborts sending.
 - UNSUPPORTED_FOR_MESSAGE_FORMAT / UNSUPPORTED_VERSION: written (Kafka's rule for leaders whose
   message format cannot hold markers).
-- anything else (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS, a
-  connection failure, a leader missing from the metadata): retried after a backoff that doubles
-  from ``backoff_ms`` up to ``backoff_max_ms``, re-resolving the leader from the metadata (a
-  refresh of the topic is requested first).
+- anything else (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS, no
+  answer, a connection failure, a leader missing from the metadata): retried next round,
+  re-resolving the leader.
 
 A partition of a topic that is no longer in the metadata (deleted) counts as written, as in Kafka.
-When every partition of a job is written, ``on_written(marker_id)`` (given to ``run`` by the
-coordinator that owns the sender) is called once.
+
+Restart and leader change of the coordinator itself are not this module's: a job lives only
+while its ``__transaction_state`` partition is led here. On unload, ``drop`` cancels its task
+(the new leader's core resumes every Prepare* transaction it loads with a new ``WriteMarkers``,
+which is a new job there); markers are idempotent at the partition, so writing one twice (old
+and new coordinator) is harmless, and a marker of the deposed coordinator epoch is refused.
 
 Bounds: a job exists only for a transaction in PrepareCommit/PrepareAbort whose partition this
 coordinator owns (at most one per transactional id: the core refuses a new transaction of an id
 until its markers are written), and each of its partitions is in at most one place at a time
-(queued for one destination, in flight, or waiting for its retry timer), so the per-broker queues
-hold at most the partitions of those prepared transactions; a dropped job's entries are taken
-out of the queues at once (``drop``). An unreachable destination does not make them grow: its
-entries cycle through a failed send and a retry timer, one copy each.
+(in one share queued or in flight, or in the job's backoff), so the per-broker queues hold at
+most the partitions of those prepared transactions; a dropped job's shares leave the queues at
+once. An unreachable destination does not make them grow: a job waits for its share's answer
+(a failed send) before it retries.
 
-Every task (per-broker senders, retry timers) belongs to the task group of ``run``.
+Every task belongs to the task group of ``run``; work submitted before ``run`` starts with it.
 """
 
 from __future__ import annotations
@@ -71,15 +82,17 @@ class MarkerJob:
     committed: bool
     coordinator_epoch: int
     remaining: set = field(default_factory=set)  # (topic, partition) not yet written
-    in_flight: set = field(default_factory=set)  # queued or sent, answer pending
-    backoff_ms: int = 0
     dropped: bool = False
 
 
 @dataclass
 class _Entry:
+    """A job's share for one destination: its partitions led there, answered by ``answer``
+    ((producer id, topic, partition) -> error code) when the destination's request returns."""
+
     job: MarkerJob
-    partitions: list  # [(topic, partition)] led by the destination when routed
+    partitions: list
+    answer: asyncio.Future
 
 
 class MarkerSender:
@@ -104,6 +117,7 @@ class MarkerSender:
         self._build = build_request or build_marker_request
         self._parse = parse_response or parse_marker_response
         self._jobs: dict[int, MarkerJob] = {}
+        self._tasks: dict[int, asyncio.Task] = {}  # marker id -> its _write_all (once run started)
         self._queues: dict[int, list[_Entry]] = {}
         self._wakeups: dict[int, asyncio.Event] = {}
         self._group: asyncio.TaskGroup | None = None
@@ -117,21 +131,19 @@ class MarkerSender:
         """Start writing ``job``'s markers to ``partitions``."""
         job.remaining = set(partitions)
         self._jobs[job.marker_id] = job
-        self._route(job, set(job.remaining))
+        self._spawn(self._write_all(job), f"txn-markers-{job.marker_id}", job.marker_id)
 
     def pending(self) -> int:
         return len(self._jobs)
 
     def drop(self, marker_ids) -> None:
         """Stop the jobs ``marker_ids`` (their ``__transaction_state`` partition was unloaded:
-        its new coordinator completes them) instead of retrying them for ever: a dropped job
-        is skipped when its destination sends and its retry timer does nothing."""
+        its new coordinator completes them) instead of retrying them for ever."""
         for marker_id in marker_ids:
             job = self._jobs.pop(marker_id, None)
             if job is not None:
-                job.dropped = True
-        for broker, entries in list(self._queues.items()):
-            self._queues[broker] = [e for e in entries if not e.job.dropped]
+                self._stop(job)
+        self._prune_queues()
 
     def queued(self) -> int:
         """Partitions waiting in the per-broker queues (see Bounds in the module docstring)."""
@@ -140,51 +152,92 @@ class MarkerSender:
     def clear(self) -> None:
         """Forget every job (shutdown)."""
         for job in self._jobs.values():
-            job.dropped = True
+            self._stop(job)
         self._jobs.clear()
         self._queues.clear()
 
-    # ------------------------------------------------------------------------------ routing
+    def _stop(self, job: MarkerJob) -> None:
+        job.dropped = True
+        task = self._tasks.pop(job.marker_id, None)
+        if task is not None:
+            task.cancel()
 
-    def _route(self, job: MarkerJob, partitions: set) -> None:
+    def _prune_queues(self) -> None:
+        for broker, entries in list(self._queues.items()):
+            self._queues[broker] = [e for e in entries if not e.job.dropped]
+
+    # ------------------------------------------------------------------------------- a job
+
+    async def _write_all(self, job: MarkerJob) -> None:
+        """Send, and resend what failed, until every partition of ``job`` is written; then
+        report it once. Ends early (unreported) when the job is dropped or fenced."""
+        backoff_ms = 0
+        while not job.dropped:
+            shares, failed = self._route(job)
+            answers = [(keys, self._queue(leader, job, keys)) for leader, keys in shares.items()]
+            for keys, answer in answers:
+                errors = await answer
+                for key in keys:
+                    error = errors.get((job.producer_id, *key), ErrorCode.REQUEST_TIMED_OUT)
+                    if error == ErrorCode.NONE or error in _WRITTEN_ANYWAY:
+                        job.remaining.discard(key)
+                    elif error in _ABORT_SENDING:
+                        return self._fenced(job, key, error)
+                    else:
+                        failed.append(key)
+            if job.dropped:
+                return
+            if not job.remaining:
+                self._finish(job)
+                return
+            self.retries += 1
+            backoff_ms = min(self._backoff_max_ms, max(self._backoff_ms, backoff_ms * 2))
+            self._request_refresh(topics={key[0] for key in failed})
+            await asyncio.sleep(backoff_ms / 1000)
+
+    def _route(self, job: MarkerJob) -> tuple[dict[int, list], list]:
+        """({leader: partitions}, partitions without a reachable leader) of ``job.remaining``;
+        a deleted topic's partitions leave ``remaining`` (written, as in Kafka)."""
         snapshot = self._snapshot()
+        shares: dict[int, list] = {}
         unrouted = []
-        by_leader: dict[int, list] = {}
-        for key in sorted(partitions):
+        for key in sorted(job.remaining):
             topic = snapshot.topics.get(key[0])
             if topic is None:
-                job.remaining.discard(key)  # deleted topic: counts as written
+                job.remaining.discard(key)
                 continue
             view = topic.partitions.get(key[1])
             leader = -1 if view is None or view.state is None else view.state.leader
             if leader < 0 or (leader != self._broker_id and snapshot.endpoint(leader, self._listener) is None):
                 unrouted.append(key)
-                continue
-            by_leader.setdefault(leader, []).append(key)
-        for leader, keys in by_leader.items():
-            job.in_flight.update(keys)
-            self._queues.setdefault(leader, []).append(_Entry(job, keys))
-            self._wake(leader)
-        if unrouted:
-            self._retry_later(job, unrouted)
-        self._maybe_done(job)
+            else:
+                shares.setdefault(leader, []).append(key)
+        return shares, unrouted
 
-    def _maybe_done(self, job: MarkerJob) -> None:
-        if job.dropped or job.remaining or self._jobs.get(job.marker_id) is not job:
-            return
-        del self._jobs[job.marker_id]
-        self._on_written(job.marker_id)
+    def _queue(self, broker: int, job: MarkerJob, keys: list) -> asyncio.Future:
+        """Queue ``keys`` for ``broker``'s next request; the future of its errors by (producer
+        id, topic, partition)."""
+        answer = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(broker, []).append(_Entry(job, keys, answer))
+        self._wake(broker)
+        return answer
 
-    def _retry_later(self, job: MarkerJob, keys) -> None:
-        self.retries += 1
-        job.backoff_ms = min(self._backoff_max_ms, max(self._backoff_ms, job.backoff_ms * 2))
-        self._request_refresh(topics={k[0] for k in keys})
-        self._spawn(self._retry(job, set(keys), job.backoff_ms), f"txn-marker-retry-{job.marker_id}")
+    def _fenced(self, job: MarkerJob, key, error: int) -> None:
+        logger.warning("markers of producer %d (epoch %d, coordinator epoch %d) refused at %s-%d with %s; "
+                       "a newer coordinator or producer epoch owns the transaction",
+                       job.producer_id, job.producer_epoch, job.coordinator_epoch, *key, ErrorCode(error).name)
+        job.dropped = True
+        self._forget(job)
 
-    async def _retry(self, job: MarkerJob, keys: set, delay_ms: int) -> None:
-        await asyncio.sleep(delay_ms / 1000)
-        if not job.dropped and self._jobs.get(job.marker_id) is job:
-            self._route(job, keys & job.remaining)
+    def _finish(self, job: MarkerJob) -> None:
+        if self._jobs.get(job.marker_id) is job:
+            self._forget(job)
+            self._on_written(job.marker_id)
+
+    def _forget(self, job: MarkerJob) -> None:
+        if self._jobs.get(job.marker_id) is job:
+            del self._jobs[job.marker_id]
+        self._tasks.pop(job.marker_id, None)
 
     # ---------------------------------------------------------------------- per destination
 
@@ -196,7 +249,8 @@ class MarkerSender:
         event.set()
 
     async def _destination(self, broker: int, wakeup: asyncio.Event) -> None:
-        """Send everything queued for ``broker`` as one request, then wait for more."""
+        """Send everything queued for ``broker`` as one request, answer each share, then wait
+        for more."""
         connection = None
         try:
             while True:
@@ -221,7 +275,9 @@ class MarkerSender:
                         await connection.close()
                         connection = None
                     errors = {}
-                self._complete(entries, errors)
+                for entry in entries:
+                    if not entry.answer.done():
+                        entry.answer.set_result(errors)
         finally:
             self._wakeups.pop(broker, None)
             if connection is not None:
@@ -236,57 +292,29 @@ class MarkerSender:
             connection = None
         return connection or self._connect(endpoint.host, endpoint.port)
 
-    def _complete(self, entries: list[_Entry], errors: dict) -> None:
-        """``errors``: (producer id, topic, partition) -> error code; a partition missing from
-        it was not answered and retries."""
-        for entry in entries:
-            job = entry.job
-            job.in_flight.difference_update(entry.partitions)
-            if job.dropped:
-                continue
-            failed = []
-            for key in entry.partitions:
-                error = errors.get((job.producer_id, *key), ErrorCode.REQUEST_TIMED_OUT)
-                if error == ErrorCode.NONE:
-                    job.remaining.discard(key)
-                elif error in _WRITTEN_ANYWAY:
-                    job.remaining.discard(key)
-                elif error in _ABORT_SENDING:
-                    logger.warning("markers of producer %d (epoch %d, coordinator epoch %d) refused at %s-%d "
-                                   "with %s; a newer coordinator or producer epoch owns the transaction",
-                                   job.producer_id, job.producer_epoch, job.coordinator_epoch, *key,
-                                   ErrorCode(error).name)
-                    job.dropped = True
-                    self._jobs.pop(job.marker_id, None)
-                    break
-                else:
-                    failed.append(key)
-            if job.dropped:
-                continue
-            if failed:
-                self._retry_later(job, failed)
-            else:
-                job.backoff_ms = 0
-            self._maybe_done(job)
-
     # ---------------------------------------------------------------------------- lifecycle
 
-    def _spawn(self, coroutine, name: str) -> None:
+    def _spawn(self, coroutine, name: str, marker_id: int | None = None) -> None:
         if self._group is None:
-            self._pending_start.append((coroutine, name))
+            self._pending_start.append((coroutine, name, marker_id))
             return
-        self._group.create_task(coroutine, name=name)
+        task = self._group.create_task(coroutine, name=name)
+        if marker_id is not None:
+            self._tasks[marker_id] = task
 
     async def run(self, on_written: Callable[[int], None]) -> None:
-        """Serve until cancelled; owns every sender and retry task. ``on_written(marker_id)``:
+        """Serve until cancelled; owns every job and destination task. ``on_written(marker_id)``:
         every partition of that job has its marker (the coordinator completes the transaction)."""
         self._on_written = on_written
         async with asyncio.TaskGroup() as group:
             self._group = group
             try:
                 pending, self._pending_start = self._pending_start, []
-                for coroutine, name in pending:
-                    group.create_task(coroutine, name=name)
+                for coroutine, name, marker_id in pending:
+                    if marker_id is not None and marker_id not in self._jobs:
+                        coroutine.close()  # dropped before it started
+                        continue
+                    self._spawn(coroutine, name, marker_id)
                 await asyncio.Event().wait()
             finally:
                 self._group = None
