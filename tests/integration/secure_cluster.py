@@ -5,13 +5,21 @@ also ``inter.broker.listener.name``, so replication and the controller's request
 SASL/PLAIN as the broker's admin user) and SSL with ``ssl.client.auth=required``. SCRAM users
 alice (SCRAM-SHA-256) and bob (SCRAM-SHA-512) are added the way operators add them, through
 AlterUserScramCredentials (confluent-kafka's admin, logged in as the JAAS admin over PLAIN), and
-one RF-2 topic is created. ``fixtures`` is the integration conftest module (BrokerProcess,
-wait_for_controller), passed in because the Spark tier loads it under another name.
+one RF-2 topic is created.
+
+``secure_cluster(tmp_path_factory, zookeeper, name, acls=...)`` is the one way a module fixture
+gets such a cluster (started, killed at the end); ``acls=True`` adds ``ACL_AUTHORIZER`` (only
+``User:admin``, who runs the set-up, is a super user). ``fixtures`` (BrokerProcess,
+wait_for_controller) defaults to ``integration_support``, which tests/conftest.py loads once for
+every tier.
 """
 
 from __future__ import annotations
 
+import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from broker.tools.certs import make_ca, make_certificate
@@ -20,10 +28,17 @@ from broker.tools.zookeeper import reserve_free_port
 ADMIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'username="admin" password="admin-secret" user_admin="admin-secret";')
 AUTH_TIMEOUT_MS = 1500  # authentication.timeout.ms: the slowloris test waits this long
+ACL_AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin"}
+
+
+def _integration_support():
+    return sys.modules["integration_support"]  # loaded by tests/conftest.py before any test module
 
 
 class SecureCluster:
-    def __init__(self, root: Path, zk_connect: str, fixtures, brokers: int = 2, overrides: dict | None = None) -> None:
+    def __init__(self, root: Path, zk_connect: str, fixtures=None, brokers: int = 2,
+                 overrides: dict | None = None) -> None:
+        fixtures = fixtures or _integration_support()
         self.certs = root / "certs"
         make_ca(self.certs)
         self.broker_pem = make_certificate(self.certs, "broker", "/CN=localhost/O=pylog")
@@ -55,13 +70,8 @@ class SecureCluster:
                 "log.dirs": str(directory / "data"),
                 "zookeeper.connect": zk_connect,
                 "zookeeper.session.timeout.ms": "4000",
-                "offsets.topic.replication.factor": str(brokers),
-                "offsets.topic.num.partitions": "2",
-                "group.initial.rebalance.delay.ms": "0",
-                # the exactly-once Spark sink's driver-side test commits transactions here
-                "transaction.state.log.replication.factor": str(brokers),
-                "transaction.state.log.min.isr": "1",
-                "transaction.state.log.num.partitions": "2",
+                # (transactions: the exactly-once Spark sink's driver-side test commits them here)
+                **fixtures.small_internal_topics(brokers),
                 "controlled.shutdown.enable": "false",  # the last broker would retry for 20 s
                 **(overrides or {}),
             }
@@ -87,10 +97,20 @@ class SecureCluster:
         for broker in self.brokers:
             broker.stop()
 
+    def kill(self) -> None:
+        """SIGKILL every broker, then wait: a module's end, where nothing checks how they go (a
+        graceful stop of the pair was 4.7 s of test_security's teardown at load 16)."""
+        for broker in self.brokers:
+            if broker.is_running():
+                broker.popen.kill()
+        for broker in self.brokers:
+            if broker.popen is not None:
+                broker.popen.wait(30)
 
 
 
-def start_secure_cluster(root: Path, zookeeper_connect: str, fixtures, brokers: int = 2,
+
+def start_secure_cluster(root: Path, zookeeper_connect: str, fixtures=None, brokers: int = 2,
                          overrides: dict | None = None) -> SecureCluster:
     """Start the cluster, add the SCRAM users, create ``cluster.topic``; stop it on failure.
     ``overrides``: more broker properties (an authorizer with ``super.users=User:admin``, say:
@@ -114,3 +134,16 @@ def start_secure_cluster(root: Path, zookeeper_connect: str, fixtures, brokers: 
     except BaseException:
         cluster.stop()
         raise
+
+
+@contextmanager
+def secure_cluster(tmp_path_factory, zookeeper, name: str, brokers: int = 2, acls: bool = False,
+                   overrides: dict | None = None) -> Iterator[SecureCluster]:
+    """A started ``start_secure_cluster`` under ``tmp_path_factory.mktemp(name)``, killed after;
+    ``acls``: with ``ACL_AUTHORIZER``. For module fixtures: ``with secure_cluster(...) as c: yield c``."""
+    cluster = start_secure_cluster(tmp_path_factory.mktemp(name), zookeeper.connect_string, brokers=brokers,
+                                   overrides={**(ACL_AUTHORIZER if acls else {}), **(overrides or {})})
+    try:
+        yield cluster
+    finally:
+        cluster.kill()

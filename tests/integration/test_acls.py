@@ -27,7 +27,8 @@ from broker.auth.acl import (
     ResourceType as Rt,
 )
 from broker.auth.zk_store import AclZkStore
-from integration_support import ClusterFactory
+from integration_support import ClusterFactory, small_internal_topics
+from secure_cluster import ACL_AUTHORIZER
 
 pytestmark = pytest.mark.integration
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -50,10 +51,7 @@ WAIT_S = 15
 class AclCluster:
     def __init__(self, factory: ClusterFactory) -> None:
         self.cluster = factory.make(2, overrides={
-            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-            "offsets.topic.replication.factor": "2", "offsets.topic.num.partitions": "2",
-            "transaction.state.log.replication.factor": "2", "transaction.state.log.min.isr": "1",
-            "transaction.state.log.num.partitions": "2", "group.initial.rebalance.delay.ms": "0"})
+            "authorizer.class.name": ACL_AUTHORIZER["authorizer.class.name"], **small_internal_topics(2)})
         self.bootstrap = self.cluster.bootstrap
         self.zk = KazooClient(hosts=self.cluster.zk_connect)
         self.zk.start()
@@ -82,9 +80,7 @@ def acl_cluster(zookeeper, tmp_path_factory):
     finally:
         if cluster is not None:
             cluster.close()
-            for broker in cluster.cluster.brokers:  # a graceful stop of two brokers in turn waits
-                broker.kill()  # ~15 s for the second one's controlled shutdown, which nothing here tests
-        factory.close()
+        factory.close()  # kills the brokers: a graceful stop of two in turn waits ~15 s, tested nowhere here
 
 
 def _name(prefix: str) -> str:

@@ -25,13 +25,9 @@ import uuid
 
 import pytest
 
-try:  # the integration tier's helpers (BrokerProcess, wait_for_controller), wherever they live now
-    import integration_support as fixtures
-except ImportError:
-    import conftest as fixtures
 from broker.tools.zookeeper import reserve_free_port
 from broker.wire import decode_response, encode_request
-from secure_cluster import start_secure_cluster
+from secure_cluster import secure_cluster
 
 pytestmark = pytest.mark.integration
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -93,13 +89,15 @@ class AclSecureCluster:
 @pytest.fixture(scope="module")
 def acl_secure(zookeeper, tmp_path_factory):
     metrics_port = reserve_free_port()
-    cluster = start_secure_cluster(tmp_path_factory.mktemp("secure-acls"), zookeeper.connect_string, fixtures,
-                                   brokers=1, overrides={
-                                       "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-                                       "super.users": "User:admin",
-                                       "listener.name.sasl_ssl.scram-sha-512.connections.max.reauth.ms":
-                                           str(REAUTH_MS),
-                                       "metrics.port": str(metrics_port), "metrics.snapshot.interval.ms": "200"})
+    with secure_cluster(tmp_path_factory, zookeeper, "secure-acls", brokers=1, acls=True, overrides={
+            "listener.name.sasl_ssl.scram-sha-512.connections.max.reauth.ms": str(REAUTH_MS),
+            "metrics.port": str(metrics_port), "metrics.snapshot.interval.ms": "200"}) as cluster:
+        yield from _with_users_and_grants(cluster, metrics_port)
+
+
+def _with_users_and_grants(cluster, metrics_port: int):
+    """carol (no grants), the module's topic, alice's and bob's ACLs; the admin handle dropped
+    before the cluster stops."""
     c = None
     try:
         c = AclSecureCluster(cluster, metrics_port)
@@ -115,7 +113,6 @@ def acl_secure(zookeeper, tmp_path_factory):
     finally:
         if c is not None:
             c.admin = None  # librdkafka's handle goes before the broker (no reconnect noise)
-        cluster.stop()
 
 
 def _until(condition, what: str, timeout_s: float = WAIT_S):

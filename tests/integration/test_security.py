@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-import integration_support as fixtures
 from broker.wire import decode_response, encode_request
-from secure_cluster import AUTH_TIMEOUT_MS, start_secure_cluster
+from secure_cluster import AUTH_TIMEOUT_MS, secure_cluster
 
 pytestmark = pytest.mark.integration
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -29,9 +28,8 @@ from confluent_kafka.admin import AdminClient, ScramMechanism  # noqa: E402
 
 @pytest.fixture(scope="module")
 def secure(zookeeper, tmp_path_factory):
-    cluster = start_secure_cluster(tmp_path_factory.mktemp("secure"), zookeeper.connect_string, fixtures)
-    yield cluster
-    cluster.stop()
+    with secure_cluster(tmp_path_factory, zookeeper, "secure") as cluster:
+        yield cluster
 
 
 # ------------------------------------------------------------------------------- raw protocol
