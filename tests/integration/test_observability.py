@@ -22,8 +22,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.tools.zookeeper import reserve_free_port
-from integration_support import (BROKER_SESSION_TIMEOUT_MS, BrokerCluster, BrokerProcess,
-                      wait_for_controller)
+from integration_support import (BROKER_SESSION_TIMEOUT_MS, BrokerCluster, BrokerProcess, small_internal_topics,
+                                 wait_for_controller)
 
 pytestmark = [pytest.mark.integration]
 
@@ -33,13 +33,8 @@ SETTINGS = {
     "metrics.snapshot.interval.ms": "100",
     "metrics.lag.interval.ms": "100",
     "replica.lag.time.max.ms": str(LAG_TIME_MAX_MS),
-    "offsets.topic.replication.factor": "2",
-    "offsets.topic.num.partitions": "2",
-    "transaction.state.log.replication.factor": "2",
-    "transaction.state.log.num.partitions": "2",
-    "transaction.state.log.min.isr": "1",
+    **small_internal_topics(2),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
-    "group.initial.rebalance.delay.ms": "0",
     "zookeeper.session.timeout.ms": str(BROKER_SESSION_TIMEOUT_MS),
     "controlled.shutdown.enable": "false",  # the last broker would retry moving leaders for 15 s
 }
@@ -74,10 +69,7 @@ def cluster(zookeeper, tmp_path_factory):
         wait_for_controller(c.brokers)
         yield c
     finally:
-        for broker in c.brokers:
-            if broker.is_running():
-                broker.popen.send_signal(signal.SIGCONT)
-        c.stop()
+        c.kill_all()  # (a SIGSTOPped broker too) nothing checks how they go
 
 
 def get(url: str) -> tuple[int, str]:
