@@ -231,7 +231,9 @@ class GroupCoordinatorService:
                 batch: list = []
                 size = 0
                 for append in appends:
-                    append_size = sum(len(k) + len(v or b"") for k, v in append.records)
+                    append_size = 0
+                    for key, value in append.records:
+                        append_size += len(key) + (len(value) if value is not None else 0)
                     if batch and size + append_size > _COALESCED_BATCH_BYTES_MAX:
                         self._append(batch)
                         batch, size = [], 0
@@ -246,8 +248,7 @@ class GroupCoordinatorService:
         index = appends[0].partition
         partition = self._replicas.get(GROUP_METADATA_TOPIC_NAME, index)
         if partition is None or not partition.is_leader:
-            for append in appends:
-                self._write_done(append.write_id, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            self._writes_done([a.write_id for a in appends], ErrorCode.NOT_LEADER_OR_FOLLOWER, index)
             return
         now = self._now_ms()
         pairs = appends[0].records if len(appends) == 1 else [kv for a in appends for kv in a.records]
@@ -264,25 +265,21 @@ class GroupCoordinatorService:
         if result.error_code != ErrorCode.NONE:
             logger.warning("%s-%d: coordinator append failed: %s (%s)", GROUP_METADATA_TOPIC_NAME,
                            index, ErrorCode(result.error_code).name, result.error_message)
-            for append in appends:
-                self._write_done(append.write_id, result.error_code)
+            self._writes_done([a.write_id for a in appends], result.error_code, index)
             return
-        end_offset = result.last_offset + 1 - len(pairs)
-        writes = []
-        for append in appends:
-            end_offset += len(append.records)
-            writes.append(_Write(partition, append.write_id, end_offset, result.leader_term,
-                                 now + self._settings.commit_timeout_ms))
         queue = self._writes.get(index)
         if queue is None:
             done, error = partition.check_enough_replicas_reach_offset(result.last_offset + 1, result.leader_term)
             if done:  # replicated already (ISR = this broker): no task
-                for write in writes:
-                    self._write_done(write.write_id, error)
+                self._writes_done([a.write_id for a in appends], error, index)
                 return
             queue = self._writes[index] = deque()
             self._spawn(self._await_replication(index), f"group-writes-{index}")
-        queue.extend(writes)
+        end_offset = result.last_offset + 1 - len(pairs)
+        deadline_ms = now + self._settings.commit_timeout_ms
+        for append in appends:
+            end_offset += len(append.records)
+            queue.append(_Write(partition, append.write_id, end_offset, result.leader_term, deadline_ms))
 
     async def _await_replication(self, index: int) -> None:
         """Complete the partition's writes in append order as its high watermark passes them
@@ -301,7 +298,7 @@ class GroupCoordinatorService:
                     done, error = True, ErrorCode.REQUEST_TIMED_OUT
                 if done:
                     queue.popleft()
-                    self._write_done(head.write_id, error)
+                    self._writes_done([head.write_id], error, index)
                     continue
                 await self._wait_for(key, (head.deadline_ms - self._now_ms()) / 1000)
         finally:
@@ -310,10 +307,19 @@ class GroupCoordinatorService:
     async def _wait_for(self, key, timeout_s: float) -> None:
         await wait_for_partition(self._replicas, key, timeout_s, self._settings.load_wait_poll_ms)
 
-    def _write_done(self, write_id: int, error: int) -> None:
+    def _writes_done(self, write_ids: list[int], error: int, index: int) -> None:
+        """Writes of partition ``index`` ended with ``error`` (0: replicated), in order: the
+        core's effects (their answers) applied once for all of them."""
         if error != ErrorCode.NONE:
-            self.stats.append_errors += 1
-        self._apply(self.core.write_done(write_id, error, self._now_ms()))
+            self.stats.append_errors += len(write_ids)
+        now = self._now_ms()
+        if len(write_ids) == 1:
+            self._apply(self.core.write_done(write_ids[0], error, now, index))
+            return
+        effects: list = []
+        for write_id in write_ids:
+            effects += self.core.write_done(write_id, error, now, index)
+        self._apply(effects)
 
     # --------------------------------------------------------------------------- leadership
 

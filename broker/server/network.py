@@ -3,21 +3,18 @@
 Kafka's contract for one TCP connection is strict FIFO: responses leave in the order requests
 arrived, whatever order they finish in (a long-poll Fetch may finish after a later Metadata).
 Each connection is an ``asyncio.Protocol``: ``data_received`` cuts frames out of one buffer and
-starts one task per request, queued in arrival order; a request that finishes at the head of
-the queue hands over its response, and every finished one behind it, from its own task; they
-are written at once when nothing else is in flight, else at the end of the event-loop iteration
-with the others finished in it (one ``send``: ``_flush_output``). Reading
-pauses (``pause_reading``) while ``inflight_requests_max`` requests are queued, which is the
-per-connection back-pressure, and responses wait in the queue while the transport is over its
+starts one task per request, queued in arrival order; a request that finishes at the head of the
+queue hands over its response, and every finished one behind it, from its own task; they are
+written at once when nothing else is in flight, else at the end of the event-loop iteration with
+the others finished in it (one ``send``: ``_flush_output``). Reading pauses (``pause_reading``)
+while ``inflight_requests_max`` requests are queued (a small OffsetCommit counts 1/8: ``_weight``),
+the per-connection back-pressure; responses wait in the queue while the transport is over its
 write high-water mark (``pause_writing``), so a slow reader ends up pausing its own reading too.
 
 Why a protocol and not streams: at linger.ms=0 a client sends thousands of tiny requests a
-second, and the broker's cost per request was mostly event-loop machinery, not Kafka work. The
-stream version paid, per request, a task for ``wait_for`` (the idle timeout), two reader
-futures, a semaphore, a queue hand-off to a writer task and a ``drain`` (about 40 us of CPU
-per request here, against 13 us now: bench/broker_small_requests.py); this one pays one task.
-The idle timeout is one timer per connection that re-arms itself from the time of the last
-bytes received, instead of a timeout per read.
+second; streams paid ~40 us of event-loop machinery per request (a ``wait_for`` task, reader
+futures, a semaphore, a writer hand-off, a ``drain``), this ~13 us (bench/broker_small_requests.py).
+The idle timeout is one timer per connection, re-armed from the time of the last bytes received.
 
 Bounds, all from the broker config:
 - ``socket_request_bytes_max`` (Kafka ``socket.request.max.bytes``): a frame whose length prefix is
@@ -29,12 +26,11 @@ Bounds, all from the broker config:
 The handler is any object with ``async handle(frame: bytes) -> bytes | list | None``: ``bytes`` is
 a response without its size prefix; a ``list`` is the chunks of ``wire.encode_response_chunks``
 (size prefix included), handed to the transport in one ``writelines`` (one send for a small
-response); None means no response (acks=0 produce). A handler that raises is
-a broken invariant: the connection is closed and the error logged; the broker keeps serving
-everyone else. A handler may also offer ``start(frame)`` (``Dispatcher.start``), called inline
-from ``data_received`` in the connection's context when no earlier request of the connection
-is still waiting for its task to begin (requests start in arrival order either way): a request
-answered by a future (OffsetCommit: the group coordinator's future) then needs no task.
+response); None means no response (acks=0 produce). A handler that raises is a broken invariant:
+the connection is closed and the error logged; the broker keeps serving everyone else. A handler
+may also offer ``start(frame)`` (``Dispatcher.start``), called inline from ``data_received`` in
+the connection's context when no earlier request of the connection still waits for its task to
+begin (arrival order either way): one answered by a future (OffsetCommit's) needs no task.
 
 The peer's address: each request task runs in its connection's ``contextvars`` context, where
 ``client_host()`` answers the peer's IP address (the group coordinator records it as a member's
@@ -42,10 +38,9 @@ The peer's address: each request task runs in its connection's ``contextvars`` c
 want it. ``connection_state()`` is likewise a per-connection dict for the few handlers that must
 keep state across a connection's requests (``append_order``: Produce appends in request order).
 
-The principal (issue 17): ``principal()`` answers the authenticated principal of the calling
-connection as Kafka's ``KafkaPrincipal`` string, ``"User:ANONYMOUS"`` until authentication (SASL,
-a TLS client certificate) calls ``set_principal`` from one of the connection's requests; every later
-request of that connection sees it. The authorizer checks (principal, client_host()) per request.
+The principal (issue 17): ``principal()`` is the calling connection's, as Kafka's
+``KafkaPrincipal`` string, ``"User:ANONYMOUS"`` until authentication (SASL, a TLS client
+certificate) calls ``set_principal``; the authorizer checks (principal, client_host()).
 
 TLS and authentication (issue 17): a server may be given an ``ssl.SSLContext`` (the handshake
 must finish within ``authentication_timeout_ms``, else the connection closes: slowloris), a
@@ -57,10 +52,9 @@ that accepted the connection (Metadata answers with that listener's endpoints). 
 raises ``AnswerAndClose(response)`` has that response written, then the connection closed
 (Kafka's answer to a failed SASL authentication).
 
-Shutdown (``close``): the listening socket closes, every connection stops reading new requests,
-the requests already read are answered (for at most ``drain_timeout_s``), then the connections
-close. A client therefore gets an answer to everything it sent before the broker stopped
-reading, or a closed connection it will retry on, never a half-written response.
+Shutdown (``close``): the listening socket closes, every connection stops reading, the requests
+already read are answered (for at most ``drain_timeout_s``), then the connections close: a client
+gets an answer to all it sent before that, or a closed connection, never a half-written response.
 """
 
 from __future__ import annotations
@@ -167,6 +161,23 @@ class NetworkLimits:
     authentication_timeout_ms: int = 10_000  # TLS handshake and SASL exchange (slowloris)
 
 
+_OFFSET_COMMIT = 8  # api key
+LIGHT_REQUEST_BYTES_MAX = 4096  # a one-partition commit with up to offset.metadata.max.bytes (4096)
+LIGHT_REQUESTS_PER_SLOT = 8
+
+
+def _weight(frame_head: bytes, size: int) -> int:
+    """A request's share of the in-flight bound, in 1/``LIGHT_REQUESTS_PER_SLOT`` of a request.
+    The bound caps what one connection holds (frames, their work, unwritten answers: up to
+    ``inflight_requests_max`` x ``socket.request.max.bytes``). An OffsetCommit of at most
+    ``LIGHT_REQUEST_BYTES_MAX`` holds that frame and an answer no larger, so 8 hold less than
+    one Produce may; as 1/8 each, a client's 100 pipelined commits are read in one pass and
+    appended as one batch, not 16 at a time (docs/performance.md, issue 14)."""
+    if size <= LIGHT_REQUEST_BYTES_MAX and frame_head[0] == 0 and frame_head[1] == _OFFSET_COMMIT:
+        return 1
+    return LIGHT_REQUESTS_PER_SLOT
+
+
 @dataclass
 class NetworkStatistics:
     connections: int = 0
@@ -264,20 +275,21 @@ class _Final:
 class _Request:
     """One request of a connection, from its frame to its response being written."""
 
-    __slots__ = ("task", "response", "done")
+    __slots__ = ("task", "response", "done", "weight")
 
-    def __init__(self) -> None:
+    def __init__(self, weight: int) -> None:
         self.task: asyncio.Task | None = None
         self.response: object = None
         self.done = False
+        self.weight = weight  # its share of the in-flight bound (``_weight``)
 
 
 class _Connection(asyncio.Protocol):
     """One client connection: frames in, responses out in request order (see the module doc).
 
-    ``_pending`` holds the requests in arrival order, at most ``inflight_requests_max``
-    (a request counts until its response is handed to the transport). ``closed`` resolves when
-    the transport is gone."""
+    ``_pending`` holds the requests in arrival order, at most ``inflight_requests_max`` of them
+    by weight (``_held``; a request counts until its response is handed to the transport).
+    ``closed`` resolves when the transport is gone."""
 
     def __init__(self, server: KafkaServer) -> None:
         self._server = server
@@ -286,6 +298,8 @@ class _Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self._pending: collections.deque[_Request] = collections.deque()
+        self._held = 0  # sum of the pending requests' weights
+        self._bound = server._limits.inflight_requests_max * LIGHT_REQUESTS_PER_SLOT
         self._reading_paused = False  # by us, for back-pressure
         self._writing_paused = False  # by the transport, over its high-water mark
         self._stopped = False  # no more requests: answer the pending ones, then close
@@ -349,15 +363,10 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-        if self._auth_timer is not None:
-            self._auth_timer.cancel()
-        if self._mute_timer is not None:
-            self._mute_timer.cancel()
-        for request in self._pending:
-            if request.task is not None:
-                request.task.cancel()
+        for timer in (self._idle_timer, self._auth_timer, self._mute_timer):
+            if timer is not None:
+                timer.cancel()
+        self._cancel_pending()
         if self._transport is not None and self in self._server._connections:
             self._server._unregister(self)
         if not self.closed.done():
@@ -371,7 +380,7 @@ class _Connection(asyncio.Protocol):
             return
         buffer, limits = self._buffer, self._limits
         position, end = 0, len(buffer)
-        while end - position >= 4 and len(self._pending) < limits.inflight_requests_max:
+        while end - position >= 4 and self._held < self._bound:
             (size,) = _SIZE.unpack_from(buffer, position)
             if size < 0 or size > limits.socket_request_bytes_max:
                 self._server.stats.frames_rejected += 1
@@ -386,16 +395,18 @@ class _Connection(asyncio.Protocol):
                 frame = bytes(view[position + 4 : position + 4 + size])
             position += 4 + size
             self._server.stats.requests += 1
-            request = _Request()
+            request = _Request(_weight(frame, size) if size >= 2 else LIGHT_REQUESTS_PER_SLOT)
+            self._held += request.weight
             self._pending.append(request)
             if self._start is None or self._unstarted:
                 self._unstarted += 1  # a later request may start inline only after this one did
-                request.task = self._loop.create_task(self._serve(request, frame), context=self._context)
+                request.task = self._loop.create_task(self._serve(request, self._server._handler.handle(frame)),
+                                                      context=self._context)
             else:
                 self._start_inline(request, frame)
         if position:
             del buffer[:position]
-        if len(self._pending) >= limits.inflight_requests_max:
+        if self._held >= self._bound:
             if not self._reading_paused:
                 self._reading_paused = True
                 self._transport.pause_reading()
@@ -421,19 +432,10 @@ class _Connection(asyncio.Protocol):
         if not self._closing and not self._stopped:
             self._take_frames()
 
-    async def _serve(self, request: "_Request", frame: bytes) -> None:
-        """Handle one request; if it is the oldest one pending, write its response (and any
-        finished after it) from here, in this task's step, not from a done-callback one
-        event-loop iteration later."""
-        self._unstarted -= 1
-        try:
-            request.response = await self._server._handler.handle(frame)
-        except BaseException as exc:  # noqa: BLE001 - cancellation is re-raised by _failed
-            request.response = self._failed(exc)
-        self._finished(request)
-
-    async def _serve_started(self, request: "_Request", answer) -> None:
-        """``_serve`` for a request whose handler ``start`` returned an awaitable."""
+    async def _serve(self, request: "_Request", answer) -> None:
+        """Await one request's handler (``handle(frame)``, or what ``start`` returned); if it is
+        the oldest one pending, write its response (and any finished after it) from here, in
+        this task's step, not from a done-callback one event-loop iteration later."""
         self._unstarted -= 1
         try:
             request.response = await answer
@@ -443,11 +445,9 @@ class _Connection(asyncio.Protocol):
 
     def _start_inline(self, request: "_Request", frame: bytes) -> None:
         """Start a request's handler now, in the connection's context, with no task of its own
-        when it answers with a future (an OffsetCommit: the group coordinator's future). A task
-        per request, created, scheduled and stepped twice, was the largest share of the broker's
-        CPU per pipelined commit left after run 9 (docs/performance.md, issue 14). Requests
-        start in arrival order: once one is left to a task, the ones after it wait for a task
-        too (``_unstarted``), so an inline start never overtakes an earlier request."""
+        when it answers with a future (OffsetCommit's: a task per request was the largest share
+        of the broker's CPU per pipelined commit, issue 14). Once one is left to a task, the ones
+        after it wait for a task too (``_unstarted``): an inline start never overtakes one."""
         try:
             if _CONNECTION_STATE.get(None) is self._state:  # in the context (a task, a callback)
                 answer = self._start(frame)
@@ -466,7 +466,7 @@ class _Connection(asyncio.Protocol):
                                      context=self._context)
         else:
             self._unstarted += 1
-            request.task = self._loop.create_task(self._serve_started(request, answer), context=self._context)
+            request.task = self._loop.create_task(self._serve(request, answer), context=self._context)
 
     def _resolved(self, request: "_Request", finish, future: asyncio.Future) -> None:
         if future.cancelled():
@@ -502,7 +502,9 @@ class _Connection(asyncio.Protocol):
         ``_flush_output``)."""
         pending, output = self._pending, self._output
         while pending and not self._writing_paused and not self._closing and pending[0].done:
-            response = pending.popleft().response
+            request = pending.popleft()
+            self._held -= request.weight
+            response = request.response
             if response is _FAILED:
                 self._close_after_written()
                 return
@@ -551,12 +553,9 @@ class _Connection(asyncio.Protocol):
 
     def _flush_output(self) -> None:
         """Write the responses handed over since the last write with one ``writelines`` (one
-        ``send``). A connection with more requests in flight (a client pipelining 100 commits)
-        has its answers written at the end of the event-loop iteration, so the ones finishing
-        in the same iteration share the system call and the wakeup of the reader that a
-        loopback send does inline: a send per answer was about a quarter of the broker's CPU
-        per OffsetCommit (docs/performance.md, issue 14). A connection whose last request was
-        answered is written at once (no added latency for one request at a time)."""
+        ``send``): the answers finished in one loop iteration share the system call and the
+        reader's wakeup (a send per answer was ~1/4 of the broker's CPU per OffsetCommit, issue
+        14); a connection whose last request was answered is written at once (no added latency)."""
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
@@ -569,20 +568,21 @@ class _Connection(asyncio.Protocol):
         """Close once the transport has sent what it holds; drop the requests still queued."""
         self._flush_output()  # what was answered before the close goes first
         self._closing = True
-        for request in self._pending:
-            if request.task is not None:
-                request.task.cancel()
+        self._cancel_pending()
         if self._transport is not None:
             self._transport.close()
 
     def abort(self) -> None:
         """Shutdown after the drain time: drop everything now."""
         self._closing = True
+        self._cancel_pending()
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _cancel_pending(self) -> None:
         for request in self._pending:
             if request.task is not None:
                 request.task.cancel()
-        if self._transport is not None:
-            self._transport.abort()
 
     async def wait_finished(self) -> None:
         """Until the transport is gone and every request task has ended."""

@@ -70,7 +70,7 @@ class FakeCore:
         parked, self.parked = self.parked, []
         return [Reply(token, "NOT_COORDINATOR") for token in parked]
 
-    def write_done(self, write_id, error_code, now_ms):
+    def write_done(self, write_id, error_code, now_ms, partition=None):
         self.calls.append(("write_done", write_id, error_code))
         token = self.writes.pop(write_id, None)
         return [] if token is None else [Reply(token, ("written", error_code))]

@@ -18,7 +18,7 @@ class ScriptedHandler:
         self.active_peak = 0
 
     async def handle(self, frame: bytes) -> bytes | None:
-        delay, payload = frame.split(b":", 1)
+        delay, payload = frame.removeprefix(COMMIT_KEY).split(b":", 1)
         self.active += 1
         self.active_peak = max(self.active_peak, self.active)
         try:
@@ -28,6 +28,9 @@ class ScriptedHandler:
         if payload == b"boom":
             raise RuntimeError("handler bug")
         return None if payload == b"silent" else payload
+
+
+COMMIT_KEY = b"\x00\x08"  # a frame starting with OffsetCommit's api key
 
 
 def frame(data: bytes) -> bytes:
@@ -111,6 +114,25 @@ def test_inflight_bound_pauses_reading():
     got, peak = run(NetworkLimits(inflight_requests_max=3), scenario)
     assert got == [b"r%d" % i for i in range(20)]
     assert peak == 3  # exactly the bound: pipelined, never more
+
+
+def test_small_offset_commits_count_as_an_eighth_of_a_request():
+    def run_frames(payloads):
+        async def scenario(server, handler):
+            reader, writer = await connect(server)
+            writer.write(b"".join(frame(p) for p in payloads))
+            got = [await read_frame(reader) for _ in payloads]
+            writer.close()
+            return got, handler.active_peak
+
+        got, peak = run(NetworkLimits(inflight_requests_max=3), scenario)
+        assert got == [p.removeprefix(COMMIT_KEY).split(b":", 1)[1] for p in payloads]
+        return peak
+
+    commits = [COMMIT_KEY + b"50:c%d" % i for i in range(30)]
+    assert run_frames(commits) == 24  # 3 slots of 8 eighths
+    big_commit = COMMIT_KEY + b"50:" + b"x" * 4096  # over LIGHT_REQUEST_BYTES_MAX: a whole slot
+    assert run_frames(commits[:17] + [big_commit] + commits[17:27]) == 18  # 17 eighths + 8 >= 24: stop
 
 
 def test_handler_failure_closes_connection_after_earlier_responses():

@@ -284,8 +284,13 @@ class GroupCoordinatorCore:
             effects += [e for e in on_done(NOT_LEADER_OR_FOLLOWER, self._now_ms) if isinstance(e, Reply)]
         return effects
 
-    def write_done(self, write_id: int, error_code: int, now_ms: int) -> list[Effect]:
+    def write_done(self, write_id: int, error_code: int, now_ms: int, partition: int | None = None) -> list[Effect]:
+        """``partition``: the ``__consumer_offsets`` partition appended to, when the caller knows
+        it (one lookup instead of a search through every loaded partition, 50 by default)."""
         self._now_ms = max(self._now_ms, now_ms)
+        shard = self._shards.get(partition) if partition is not None else None
+        if shard is not None and write_id in shard.writes:
+            return shard.write_done(write_id, error_code, now_ms)
         for shard in self._shards.values():
             if write_id in shard.writes:
                 return shard.write_done(write_id, error_code, now_ms)
