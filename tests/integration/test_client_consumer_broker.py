@@ -10,6 +10,8 @@ again (which replays them into its producer state). The broker's Fetch does not 
 aborted-transactions list (no transaction index), so read_committed *filtering* is tested
 against ``InMemoryKafka`` in tests/unit/test_client_consumer*.py; here both isolation levels
 must skip the markers.
+
+One broker for the module (each test has its own topic; the marker test stops and starts it).
 """
 
 from __future__ import annotations
@@ -24,10 +26,28 @@ from broker.client import AdminClient, ClientConfig, Consumer, KafkaError, Produ
 from broker.log import Log, LogConfig
 from broker.records import ControlRecord, ControlType, Record, encode_batch, encode_control_batch
 from broker.wire import ErrorCode
+from integration_support import ClusterFactory, wait_for_controller
 
 pytestmark = pytest.mark.integration
 
 CONFIG = ClientConfig(request_timeout_ms=10_000, retry_backoff_ms=20)
+
+
+@pytest.fixture(scope="module")
+def one_broker(zookeeper, tmp_path_factory):
+    factory = ClusterFactory(zookeeper.connect_string, tmp_path_factory.mktemp("consumer"))
+    try:
+        cluster = factory.make(1)
+        yield cluster
+    finally:
+        factory.close()
+
+
+@pytest.fixture
+def cluster(one_broker):
+    """The module's broker, with a controller again if a test before restarted it."""
+    wait_for_controller(one_broker.brokers)
+    return one_broker
 
 
 def read_arrow(bootstrap: str, topic: str, expected: int, **options) -> pa.Table:
@@ -56,8 +76,7 @@ def read_records(bootstrap: str, topic: str, expected: int, **options) -> list:
     return out
 
 
-def test_reads_across_segments_and_compressed_batches_from_us_and_librdkafka(broker_cluster):
-    cluster = broker_cluster(1)
+def test_reads_across_segments_and_compressed_batches_from_us_and_librdkafka(cluster):
     with AdminClient(cluster.bootstrap, config=CONFIG) as admin:
         admin.create_topics("seg", partitions=1, replication_factor=1, config={"segment.bytes": "8192"})
     expected = []
@@ -89,8 +108,7 @@ def test_reads_across_segments_and_compressed_batches_from_us_and_librdkafka(bro
     assert [r.value for r in records] == expected
 
 
-def test_control_batches_are_skipped_and_their_offsets_consumed(broker_cluster):
-    cluster = broker_cluster(1)
+def test_control_batches_are_skipped_and_their_offsets_consumed(cluster):
     broker = cluster.brokers[0]
     with AdminClient(cluster.bootstrap, config=CONFIG) as admin:
         admin.create_topics("txn", partitions=1, replication_factor=1)
@@ -133,8 +151,7 @@ def test_control_batches_are_skipped_and_their_offsets_consumed(broker_cluster):
         assert consumer.position(("txn", 0)) == 8
 
 
-def test_out_of_range_policies_and_poll_timeouts(broker_cluster):
-    cluster = broker_cluster(1)
+def test_out_of_range_policies_and_poll_timeouts(cluster):
     with AdminClient(cluster.bootstrap, config=CONFIG) as admin:
         admin.create_topics("oor", partitions=1, replication_factor=1)
     with Producer(cluster.bootstrap, config=CONFIG) as p:

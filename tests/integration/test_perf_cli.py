@@ -1,7 +1,8 @@
 """``pylog perf produce|consume|e2e`` end to end against a real broker, output parsed.
 
 The commands run as ``python -m broker.tools.perf MODE ...`` (the same code ``pylog perf``
-dispatches to), in a subprocess as a user would run them.
+dispatches to), in a subprocess as a user would run them. One broker for the module (each test
+has its own topics): a broker start per test was a third of the module's time.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 
 import pytest
 
-from integration_support import REPO_ROOT
+from integration_support import REPO_ROOT, ClusterFactory
 
 pytestmark = pytest.mark.integration
 
@@ -22,13 +23,21 @@ def perf(*args: str, timeout_s: float = 180) -> subprocess.CompletedProcess:
                           text=True, cwd=REPO_ROOT, timeout=timeout_s)
 
 
+@pytest.fixture(scope="module")
+def bootstrap(zookeeper, tmp_path_factory) -> str:
+    factory = ClusterFactory(zookeeper.connect_string, tmp_path_factory.mktemp("perf"))
+    try:
+        yield factory.make(1).bootstrap
+    finally:
+        factory.close()
+
+
 def check_latency(latency: dict) -> None:
     assert set(latency) >= {"avg", "p50", "p95", "p99", "p99_9", "max"}
     assert 0 <= latency["p50"] <= latency["p95"] <= latency["p99"] <= latency["p99_9"] <= latency["max"]
 
 
-def test_produce_then_consume_json_runs_and_plots(broker_cluster, tmp_path):
-    bootstrap = broker_cluster(1).bootstrap
+def test_produce_then_consume_json_runs_and_plots(bootstrap, tmp_path):
     plot = tmp_path / "produce.png"
     done = perf("produce", "--bootstrap-server", bootstrap, "--topic", "perf", "--partitions", "2",
                 "--num-records", "20000", "--record-size", "100", "--throughput", "-1",
@@ -56,8 +65,7 @@ def test_produce_then_consume_json_runs_and_plots(broker_cluster, tmp_path):
     check_latency(result["latency_ms"])
 
 
-def test_record_api_progress_and_human_output(broker_cluster):
-    bootstrap = broker_cluster(1).bootstrap
+def test_record_api_progress_and_human_output(bootstrap):
     done = perf("produce", "--bootstrap-server", bootstrap, "--topic", "human", "--partitions", "1",
                 "--num-records", "3000", "--record-size", "50", "--throughput", "20000", "--api", "record",
                 "--acks", "all", "--compression-type", "lz4", "--progress")
@@ -70,8 +78,7 @@ def test_record_api_progress_and_human_output(broker_cluster):
     assert "data.consumed.in.nMsg=3000" in done.stdout
 
 
-def test_e2e_latency_json(broker_cluster):
-    bootstrap = broker_cluster(1).bootstrap
+def test_e2e_latency_json(bootstrap):
     done = perf("e2e", "--bootstrap-server", bootstrap, "--topic", "lat", "--partitions", "1",
                 "--num-records", "3000", "--throughput", "2000", "--record-size", "64", "--json")
     assert done.returncode == 0, done.stderr
@@ -84,8 +91,7 @@ def test_e2e_latency_json(broker_cluster):
     assert 500 < run["send_rate"] < 2100  # the sender kept (about) the rate asked for, not more
 
 
-def test_e2e_one_record_at_a_time_like_kafkas_tool(broker_cluster):
-    bootstrap = broker_cluster(1).bootstrap
+def test_e2e_one_record_at_a_time_like_kafkas_tool(bootstrap):
     done = perf("e2e", "--bootstrap-server", bootstrap, "--topic", "lat1", "--partitions", "1",
                 "--num-records", "200", "--throughput", "-1", "--record-size", "100", "--json")
     assert done.returncode == 0, done.stderr
@@ -96,8 +102,7 @@ def test_e2e_one_record_at_a_time_like_kafkas_tool(broker_cluster):
     assert 0 < result["latency_ms"]["p50"] < 1000
 
 
-def test_mistakes_are_one_line_errors(broker_cluster):
-    bootstrap = broker_cluster(1).bootstrap
+def test_mistakes_are_one_line_errors(bootstrap):
     done = perf("produce", "--bootstrap-server", bootstrap, "--topic", "x", "--num-records", "10",
                 "--record-size", "10", "--producer-props", "lingr.ms=5")
     assert done.returncode == 2 and "unknown producer properties: lingr.ms" in done.stderr
