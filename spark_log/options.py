@@ -18,6 +18,9 @@ pylog additions, all off by default:
 Defaults that differ from Spark: ``kafkaConsumer.pollTimeoutMs`` 120000 (Spark falls back to
 ``spark.network.timeout``); ``fetchOffset.retryIntervalMs`` 1000 (Spark's code, not its docs);
 the sink's producer uses ``kafka.batch.size`` 1 MiB and ``kafka.linger.ms`` 5 unless given.
+
+The ``kafka.*`` options become client keyword arguments in ``spark_log.client_options``; the
+parsers of one value and ``OptionError`` are in ``spark_log.option_values``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from spark_log.client_options import consumer_settings, producer_settings
 from spark_log.group_options import GroupOptionError, parse_group_options
 from spark_log.offsets import (
     EARLIEST,
@@ -36,6 +40,16 @@ from spark_log.offsets import (
     format_partitions,
     parse_partition_list,
     parse_partition_offsets,
+)
+# OptionError and parse_duration_ms are defined there and imported from here too (``__all__``).
+from spark_log.option_values import (
+    INT32_MAX,
+    OptionError,
+    bool_option,
+    int_option,
+    lower_keys,
+    or_default,
+    parse_duration_ms,
 )
 
 __all__ = [
@@ -75,29 +89,6 @@ DEFAULT_GROUP_ID_PREFIX = {BATCH: "spark-kafka-relation", STREAM: "spark-kafka-s
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 DEFAULT_ZK_SESSION_TIMEOUT_MS = 10_000
-_INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
-
-_UNSUPPORTED_CONSUMER = {
-    "auto.offset.reset": "set the source option 'startingOffsets' to 'earliest' or 'latest' "
-                         "instead; the source decides which offsets are read, and a restarted "
-                         "streaming query resumes from its checkpoint",
-    "key.deserializer": "keys are always read as bytes; deserialize them with DataFrame operations",
-    "value.deserializer": "values are always read as bytes; deserialize them with DataFrame operations",
-    "enable.auto.commit": "the source never commits through the consumer; use 'offsets.store' "
-                          "('kafka' or 'zookeeper') with 'kafka.group.id' to publish consumed offsets",
-    "interceptor.classes": "interceptors are not supported",
-}
-_UNSUPPORTED_PRODUCER = {
-    "key.serializer": "keys are written as bytes; cast the key column to string or binary",
-    "value.serializer": "values are written as bytes; cast the value column to string or binary",
-    "transactional.id": "the sink is at-least-once for now; transactional writes are not available",
-}
-
-
-class OptionError(ValueError):
-    """A wrong or conflicting option. The message names the option and what is valid."""
-
 
 @dataclass(frozen=True)
 class Subscription:
@@ -183,52 +174,6 @@ class SinkOptions:
 
 # ---------------------------------------------------------------------------------------- helpers
 
-def _lower(options: Mapping[str, str]) -> dict[str, str]:
-    return {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
-
-
-def _bool(opts: dict, name: str, default: bool) -> bool:
-    text = opts.get(name.lower())
-    if text is None:
-        return default
-    value = text.strip().lower()
-    if value not in ("true", "false"):
-        raise OptionError(f"Option '{name}' must be 'true' or 'false', got {text!r}")
-    return value == "true"
-
-
-def _int(opts: dict, name: str, *, minimum: int = 1, maximum: int = _INT64_MAX) -> int | None:
-    text = opts.get(name.lower())
-    if text is None:
-        return None
-    try:
-        value = int(text.strip())
-    except ValueError:
-        value = None
-    if value is None or not minimum <= value <= maximum:
-        what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise OptionError(f"Option '{name}' must be {what}, got {text!r}")
-    return value
-
-
-def _default(value: int | None, default: int) -> int:
-    return default if value is None else value
-
-
-_DURATION = re.compile(r"^(-?[0-9]+)\s*([a-z]*)$")
-_DURATION_UNITS_MS = {"": 1, "ms": 1, "us": 0.001, "s": 1000, "m": 60_000, "min": 60_000,
-                      "h": 3_600_000, "d": 86_400_000}
-
-
-def parse_duration_ms(name: str, text: str) -> int:
-    """Spark's ``timeStringAsMs``: ``"15m"``, ``"30s"``, ``"100ms"``, ``"2h"``, a bare number is ms."""
-    match = _DURATION.match(text.strip().lower())
-    if not match or match.group(2) not in _DURATION_UNITS_MS or int(match.group(1)) < 0:
-        raise OptionError(f"Option '{name}' must be a duration like '15m', '30s' or '500ms' "
-                          f"(units us, ms, s, m, min, h, d), got {text!r}")
-    return int(int(match.group(1)) * _DURATION_UNITS_MS[match.group(2)])
-
-
 def _check_unknown(opts: dict, known: tuple[str, ...]) -> None:
     """Spark ignores options it does not know; a near-miss of a known name is almost always a
     typo that would silently change the query, so it fails instead."""
@@ -251,13 +196,6 @@ def _bootstrap(opts: dict) -> str:
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise OptionError(f"Option 'kafka.bootstrap.servers': {item.strip()!r} is not host:port")
     return servers
-
-
-def _kafka_params(opts: dict) -> dict[str, str]:
-    params = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
-    if "isolation.level" in opts:  # the unprefixed name; kafka.isolation.level wins
-        params.setdefault("isolation.level", opts["isolation.level"])
-    return params
 
 
 # ---------------------------------------------------------------------------------------- source
@@ -366,69 +304,6 @@ def _check_stream_only(opts: dict, mode: str | None, warnings: list[str]) -> Non
                 warnings.append(f"Option '{name}' is ignored in batch queries")
 
 
-def _security_settings(params: dict) -> dict:
-    """``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*`` as Spark's Kafka connector
-    passes them to its clients: ``{"config": ClientConfig(security=...)}`` for the client kwargs
-    (picklable; ``broker.client.security``), or nothing for PLAINTEXT."""
-    from broker.client.config import ClientConfig
-    from broker.client.security import SECURITY_PROPERTY_NAMES, client_security
-
-    props = {key: value for key, value in params.items() if key in SECURITY_PROPERTY_NAMES}
-    if not props:
-        return {}
-    try:
-        security = client_security(props)
-    except (ValueError, OSError) as exc:  # OSError: an unreadable truststore/keystore file
-        raise OptionError(f"Kafka security options: {exc}") from None
-    return {"config": ClientConfig(security=security)} if security is not None else {}
-
-
-def _is_security(key: str) -> bool:
-    from broker.client.security import SECURITY_PROPERTY_NAMES
-    return key in SECURITY_PROPERTY_NAMES
-
-
-def _consumer_settings(opts: dict) -> tuple[dict, str | None, list[str]]:
-    """kafka.* to ``broker.client.Consumer`` keyword arguments (and the group id)."""
-    params = _kafka_params(opts)
-    settings: dict[str, object] = _security_settings(params)
-    warnings: list[str] = []
-    for key, value in params.items():
-        if key in _UNSUPPORTED_CONSUMER:
-            raise OptionError(f"Kafka option 'kafka.{key}' is not supported: {_UNSUPPORTED_CONSUMER[key]}")
-    for key, value in params.items():
-        if key in ("bootstrap.servers", "group.id") or _is_security(key):
-            continue
-        if key == "isolation.level":
-            if value not in ("read_uncommitted", "read_committed"):
-                raise OptionError(f"Option 'kafka.isolation.level' must be 'read_uncommitted' or "
-                                  f"'read_committed', got {value!r}")
-            settings["isolation_level"] = value
-        elif key in _CONSUMER_INTS:
-            name, minimum = _CONSUMER_INTS[key]
-            settings[name] = _int(opts, f"kafka.{key}", minimum=minimum, maximum=_INT32_MAX)
-        elif key == "check.crcs":
-            settings["check_crcs"] = _bool(opts, "kafka.check.crcs", True)
-        elif key == "client.id":
-            settings["client_id"] = value
-        else:
-            warnings.append(f"Kafka option 'kafka.{key}' is not used by the pylog source")
-    group_id = params.get("group.id")
-    if group_id is not None:
-        warnings.append("'kafka.group.id' is set: concurrent queries with the same group id may "
-                        "interfere with each other's committed offsets")
-    return settings, group_id, warnings
-
-
-_CONSUMER_INTS = {
-    "fetch.max.wait.ms": ("fetch_max_wait_ms", 0),
-    "fetch.min.bytes": ("fetch_min_bytes", 0),
-    "fetch.max.bytes": ("fetch_max_bytes", 1),
-    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", 1),
-    "request.timeout.ms": ("request_timeout_ms", 1),
-}
-
-
 def _starting(opts: dict, mode: str | None, strategy: str) -> OffsetSpec:
     spec = _timestamp_options(opts, "starting", strategy)
     if spec is None:
@@ -446,8 +321,8 @@ def _ending(opts: dict) -> OffsetSpec:
 
 
 def _trigger_limits(opts: dict, mode: str | None) -> tuple[int | None, int | None, int]:
-    max_offsets = _int(opts, "maxOffsetsPerTrigger")
-    min_offsets = _int(opts, "minOffsetsPerTrigger")
+    max_offsets = int_option(opts, "maxOffsetsPerTrigger")
+    min_offsets = int_option(opts, "minOffsetsPerTrigger")
     delay_text = opts.get("maxtriggerdelay")
     delay = DEFAULT_MAX_TRIGGER_DELAY_MS if delay_text is None else parse_duration_ms("maxTriggerDelay", delay_text)
     if mode != BATCH and max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
@@ -459,7 +334,7 @@ def _trigger_limits(opts: dict, mode: str | None) -> tuple[int | None, int | Non
 def parse_source_options(options: Mapping[str, str], mode: str | None = None) -> SourceOptions:
     """Validate the options of ``spark.read``/``spark.readStream``. ``mode`` is ``BATCH``,
     ``STREAM`` or None (checks common to both, as when Spark first asks for the schema)."""
-    opts = _lower(options)
+    opts = lower_keys(options)
     _check_unknown(opts, SOURCE_OPTIONS)
     warnings: list[str] = []
     bootstrap = _bootstrap(opts)
@@ -474,7 +349,7 @@ def parse_source_options(options: Mapping[str, str], mode: str | None = None) ->
     if mode == BATCH:
         _check_batch_offsets(starting, ending)
     max_offsets, min_offsets, delay = _trigger_limits(opts, mode)
-    consumer, group_id, consumer_warnings = _consumer_settings(opts)
+    consumer, group_id, consumer_warnings = consumer_settings(opts)
     warnings += consumer_warnings
     try:
         group = parse_group_options(opts, group_id, starting.kind)
@@ -489,23 +364,24 @@ def parse_source_options(options: Mapping[str, str], mode: str | None = None) ->
         subscription=subscription,
         starting=starting,
         ending=ending,
-        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
-        min_partitions=_int(opts, "minPartitions", maximum=_INT32_MAX),
-        max_records_per_partition=_int(opts, "maxRecordsPerPartition"),
+        fail_on_data_loss=bool_option(opts, "failOnDataLoss", True),
+        min_partitions=int_option(opts, "minPartitions", maximum=INT32_MAX),
+        max_records_per_partition=int_option(opts, "maxRecordsPerPartition"),
         max_offsets_per_trigger=max_offsets,
         min_offsets_per_trigger=min_offsets,
         max_trigger_delay_ms=delay,
-        include_headers=_bool(opts, "includeHeaders", False),
+        include_headers=bool_option(opts, "includeHeaders", False),
         group_id=group_id,
         group_id_prefix=prefix,
         offsets_store=group.offsets_store,
         zookeeper_connect=group.zookeeper_connect,
-        zookeeper_session_timeout_ms=_default(_int(opts, "zookeeper.session.timeout.ms"),
-                                              DEFAULT_ZK_SESSION_TIMEOUT_MS),
-        poll_timeout_ms=_default(_int(opts, "kafkaConsumer.pollTimeoutMs"), DEFAULT_POLL_TIMEOUT_MS),
-        fetch_offset_num_retries=_default(
-            _int(opts, "fetchOffset.numRetries", minimum=0, maximum=_INT32_MAX), 3),
-        fetch_offset_retry_interval_ms=_default(_int(opts, "fetchOffset.retryIntervalMs", minimum=0), 1000),
+        zookeeper_session_timeout_ms=or_default(int_option(opts, "zookeeper.session.timeout.ms"),
+                                                DEFAULT_ZK_SESSION_TIMEOUT_MS),
+        poll_timeout_ms=or_default(int_option(opts, "kafkaConsumer.pollTimeoutMs"), DEFAULT_POLL_TIMEOUT_MS),
+        fetch_offset_num_retries=or_default(
+            int_option(opts, "fetchOffset.numRetries", minimum=0, maximum=INT32_MAX), 3),
+        fetch_offset_retry_interval_ms=or_default(
+            int_option(opts, "fetchOffset.retryIntervalMs", minimum=0), 1000),
         consumer=consumer,
         warnings=tuple(warnings),
     )
@@ -513,61 +389,9 @@ def parse_source_options(options: Mapping[str, str], mode: str | None = None) ->
 
 # ---------------------------------------------------------------------------------------- sink
 
-_PRODUCER_INTS = {
-    "linger.ms": ("linger_ms", 0),
-    "batch.size": ("batch_bytes_max", 1),
-    "max.request.size": ("request_bytes_max", 1),
-    "buffer.memory": ("buffer_bytes_max", 1),
-    "retries": ("retries", 0),
-    "delivery.timeout.ms": ("delivery_timeout_ms", 1),
-    "request.timeout.ms": ("request_timeout_ms", 1),
-    "max.block.ms": ("max_block_ms", 0),
-    "max.in.flight.requests.per.connection": ("max_in_flight_requests", 1),
-}
-COMPRESSION_TYPES = ("none", "gzip", "lz4")
 # A sink task writes whole Arrow batches: 1 MiB record batches (Kafka's default batch.size is
 # 16 KiB) cut the per-batch cost five-fold. kafka.batch.size / kafka.linger.ms override them.
 SINK_PRODUCER_DEFAULTS = {"batch_bytes_max": 1 << 20, "linger_ms": 5}
-
-
-def _producer_settings(opts: dict) -> tuple[dict, list[str]]:
-    params = _kafka_params(opts)
-    settings: dict[str, object] = _security_settings(params)
-    warnings: list[str] = []
-    for key in params:
-        if key in _UNSUPPORTED_PRODUCER:
-            raise OptionError(f"Kafka option 'kafka.{key}' is not supported: {_UNSUPPORTED_PRODUCER[key]}")
-    for key, value in params.items():
-        if key == "bootstrap.servers" or _is_security(key):
-            continue
-        if key == "acks":
-            acks = value.strip().lower()
-            if acks not in ("all", "-1", "0", "1"):
-                raise OptionError(f"Option 'kafka.acks' must be 'all', '-1', '0' or '1', got {value!r}")
-            settings["acks"] = -1 if acks in ("all", "-1") else int(acks)
-        elif key == "compression.type":
-            codec = value.strip().lower()
-            if codec not in COMPRESSION_TYPES:
-                raise OptionError(f"Option 'kafka.compression.type' must be one of "
-                                  f"{', '.join(COMPRESSION_TYPES)}, got {value!r}")
-            settings["compression"] = codec
-        elif key == "enable.idempotence":
-            settings["enable_idempotence"] = _bool(opts, "kafka.enable.idempotence", True)
-        elif key in _PRODUCER_INTS:
-            name, minimum = _PRODUCER_INTS[key]
-            settings[name] = _int(opts, f"kafka.{key}", minimum=minimum, maximum=_INT32_MAX)
-        elif key == "client.id":
-            settings["client_id"] = value
-        else:
-            warnings.append(f"Kafka option 'kafka.{key}' is not used by the pylog sink")
-    # Kafka 3: idempotence is on by default, but only when acks=all; it is an error to ask for it
-    # explicitly with other acks.
-    if settings.get("acks", -1) != -1:
-        if settings.get("enable_idempotence") is True:
-            raise OptionError("Option 'kafka.enable.idempotence' = 'true' needs 'kafka.acks' = 'all'")
-        settings["enable_idempotence"] = False
-    return settings, warnings
-
 
 AT_LEAST_ONCE, EXACTLY_ONCE = "at-least-once", "exactly-once"
 DEFAULT_DELIVERY_GUARANTEE = AT_LEAST_ONCE
@@ -596,8 +420,8 @@ def _guarantee_options(opts: dict, producer: dict) -> dict:
     return {
         "delivery_guarantee": guarantee,
         "transactional_id_prefix": prefix.strip() if prefix else default_prefix(opts.get("checkpointlocation")),
-        "transaction_timeout_ms": _default(_int(opts, "transactionTimeoutMs", maximum=_INT32_MAX),
-                                           DEFAULT_TRANSACTION_TIMEOUT_MS),
+        "transaction_timeout_ms": or_default(int_option(opts, "transactionTimeoutMs", maximum=INT32_MAX),
+                                             DEFAULT_TRANSACTION_TIMEOUT_MS),
         "commit_log_topic": topic,
         "checkpoint_location": opts.get("checkpointlocation"),
     }
@@ -605,14 +429,14 @@ def _guarantee_options(opts: dict, producer: dict) -> dict:
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     """Validate the options of ``df.write``/``df.writeStream``."""
-    opts = _lower(options)
+    opts = lower_keys(options)
     _check_unknown(opts, SINK_OPTIONS + SOURCE_OPTIONS)
     bootstrap = _bootstrap(opts)
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise OptionError("Option 'topic' is empty: give a topic name or leave the option out "
                           "and provide a 'topic' column")
-    producer, warnings = _producer_settings(opts)
+    producer, warnings = producer_settings(opts)
     producer = {**SINK_PRODUCER_DEFAULTS, **producer}
     guarantee = _guarantee_options(opts, producer)
     return SinkOptions(bootstrap, topic.strip() if topic else None, producer, tuple(warnings), **guarantee)
