@@ -1,5 +1,5 @@
 """Partition state on a broker: the partitions it holds (``manager``), each one's log, role and
-high watermark (``partition``), idempotent-producer state and its snapshots
+high watermark (``partition``; its leader append path in ``partition_append``), idempotent-producer state and its snapshots
 (``producer_state``, ``producer_snapshot``, ``producer_recovery``), leader epochs
 (``leader_epoch``) and the purgatory where long polls and acks=all produces wait."""
 
