@@ -1,6 +1,7 @@
 """Compaction in a real broker: a compacted topic written by librdkafka is cleaned down to the last
 value of each key at its original offset, readers see the gaps, and the result survives a crash
-(kill -9) and restart; the cleaner's checkpoint file is written in Kafka's format."""
+(kill -9) and restart; the cleaner's checkpoint file is written in Kafka's format. One broker for
+the module (the tests have their own topics; the crash test starts it again)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from broker.client import AdminClient, ClientConfig, Consumer
 from broker.log.checkpoint import read_checkpoint
+from integration_support import ClusterFactory, wait_for_controller
 
 pytestmark = pytest.mark.integration
 
@@ -67,8 +69,16 @@ def wait_until_compacted(bootstrap: str, topic: str, expected: dict, timeout_s: 
         time.sleep(0.2)
 
 
-def test_a_compacted_topic_keeps_the_last_value_of_each_key(broker_cluster):
-    cluster = broker_cluster(1, overrides=CLEANER)
+@pytest.fixture(scope="module")
+def cluster(zookeeper, tmp_path_factory):
+    factory = ClusterFactory(zookeeper.connect_string, tmp_path_factory.mktemp("compaction"))
+    try:
+        yield factory.make(1, overrides=CLEANER)
+    finally:
+        factory.close()
+
+
+def test_a_compacted_topic_keeps_the_last_value_of_each_key(cluster):
     with AdminClient(cluster.bootstrap, config=CONFIG) as admin:
         admin.create_topics("table", 1, 1, TOPIC_CONFIG)
     writes = [(b"key-%d" % (i % KEYS), b"value-%d" % i) for i in range(3000)]
@@ -93,14 +103,14 @@ def test_a_compacted_topic_keeps_the_last_value_of_each_key(broker_cluster):
     assert read_all(cluster.bootstrap, "table") == records
 
 
-def test_a_delete_topic_is_not_compacted(broker_cluster):
-    cluster = broker_cluster(1, overrides=CLEANER)
+def test_a_delete_topic_is_not_compacted(cluster):
+    wait_for_controller(cluster.brokers)  # the broker may have just restarted (the crash test)
     with AdminClient(cluster.bootstrap, config=CONFIG) as admin:
         admin.create_topics("plain", 1, 1, {"segment.bytes": "4096"})
-        admin.create_topics("table", 1, 1, TOPIC_CONFIG)
+        admin.create_topics("table-2", 1, 1, TOPIC_CONFIG)
     writes = [(b"key-%d" % (i % 5), b"value-%d" % i) for i in range(600)]
-    for topic in ("plain", "table"):
+    for topic in ("plain", "table-2"):
         produce(cluster.bootstrap, topic, writes)
         produce(cluster.bootstrap, topic, ROLL)
-    wait_until_compacted(cluster.bootstrap, "table", {})  # the cleaner has run meanwhile
+    wait_until_compacted(cluster.bootstrap, "table-2", {})  # the cleaner has run meanwhile
     assert len(read_all(cluster.bootstrap, "plain")) == 602
