@@ -75,7 +75,7 @@ def _build_parser() -> argparse.ArgumentParser:
     start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override one property; repeat for several")
 
-    demo = sub.add_parser("demo", help="run the end-to-end demonstration")
+    demo = sub.add_parser("demo", help="append to a partition log, tear its tail, recover it (make demo runs the Spark demo)")
     demo.add_argument("--dir", default=None, help="working directory (default: a temporary one)")
     demo.add_argument("--records", type=int, default=3_000_000, help="records to append")
     return parser
