@@ -50,16 +50,18 @@ class Restart:
 class GroupSystems:
     """``with GroupSystems(root, ["pylog", "kafka"]) as systems: systems.bootstrap("kafka")``."""
 
-    def __init__(self, root: Path, systems: list[str]) -> None:
+    def __init__(self, root: Path, systems: list[str], pylog_settings: dict[str, str] | None = None) -> None:
+        """``pylog_settings``: broker properties for pylog only, over ``BROKER_SETTINGS``."""
         self.root = root
         self.names = list(systems)
+        self.pylog_settings = {**BROKER_SETTINGS, **(pylog_settings or {})}
         self.pylog: LocalCluster | None = None
         self.kafka: ApacheKafkaCluster | None = None
 
     def __enter__(self) -> "GroupSystems":
         try:
             if "pylog" in self.names:
-                self.pylog = LocalCluster(1, BROKER_SETTINGS, root=self.root / "pylog")
+                self.pylog = LocalCluster(1, self.pylog_settings, root=self.root / "pylog")
                 self.pylog.root.mkdir(parents=True)
                 self.pylog.start()
             if "kafka" in self.names:

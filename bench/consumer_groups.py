@@ -288,7 +288,12 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=None, help="takeover: groups (default 1,000)")
     parser.add_argument("--partitions", type=int, default=None, help="takeover: partitions per group (default 1,000)")
     parser.add_argument("--out", default=None, help="where results.json and table.md go (default: a new temp dir)")
+    parser.add_argument("--pylog-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a pylog broker property (repeatable), e.g. max.inflight.requests.per.connection=2")
     args = parser.parse_args()
+    if any("=" not in kv for kv in args.pylog_set):
+        parser.error("--pylog-set takes KEY=VALUE")
+    pylog_settings = dict(kv.split("=", 1) for kv in args.pylog_set)
     systems_wanted = [s.strip() for s in args.systems.split(",") if s.strip()]
     phases = [p.strip() for p in args.only.split(",") if p.strip()]
     if not systems_wanted or any(s not in ("pylog", "kafka") for s in systems_wanted):
@@ -306,7 +311,7 @@ def main() -> None:
     started, started_load = time.time(), os.getloadavg()
     print(f"machine: {machine()}; load average at start: {started_load}", flush=True)
     try:
-        with GroupSystems(root, systems_wanted) as systems:
+        with GroupSystems(root, systems_wanted, pylog_settings) as systems:
             for phase in phases:
                 try:
                     PHASES[phase](bench, systems)
@@ -318,7 +323,7 @@ def main() -> None:
     print_table(bench.rows)
     summary = {"date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)), "machine": machine(),
                "mode": "quick" if args.quick else "full", "rounds": rounds, "sizes": asdict(sizes),
-               "systems": systems_wanted, "duration_s": round(time.time() - started),
+               "systems": systems_wanted, "pylog_settings": pylog_settings, "duration_s": round(time.time() - started),
                "load_average_start": started_load, "load_average_end": os.getloadavg(),
                "rows": [{**asdict(r), "ratio": r.ratio} for r in bench.rows], "details": bench.details,
                "failed_phases": bench.failed_phases}
