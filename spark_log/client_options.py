@@ -27,7 +27,8 @@ _UNSUPPORTED_CONSUMER = {
 _UNSUPPORTED_PRODUCER = {
     "key.serializer": "keys are written as bytes; cast the key column to string or binary",
     "value.serializer": "values are written as bytes; cast the value column to string or binary",
-    "transactional.id": "the sink is at-least-once for now; transactional writes are not available",
+    "transactional.id": "set 'deliveryGuarantee' to 'exactly-once' instead: the sink gives each task "
+                        "its own transactional id (prefix: option 'transactionalIdPrefix')",
 }
 
 
