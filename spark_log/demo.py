@@ -1,4 +1,4 @@
-"""End-to-end demonstration of the Spark connector (the future ``make demo``)::
+"""End-to-end demonstration of the Spark connector (``make demo``)::
 
     python -m spark_log.demo [--dir DIR] [--events N] [--keep]
 
