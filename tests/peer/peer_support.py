@@ -3,7 +3,10 @@ settings both systems share, and unique topic names."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import itertools
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,3 +71,38 @@ class Peer:
 
 def unique_topic(prefix: str = "peer") -> str:
     return f"{prefix}-{next(_topic_numbers)}"
+
+
+def on_both_peers(param: str = "peer"):
+    """Run a test written for one system (its ``param`` argument, e.g. ``peer``) on Apache Kafka and
+    on pylog at once, in two threads, instead of as two parametrized tests one after the other.
+
+    Why: most of a peer scenario is waiting (a rebalance, a session or poll timeout, a tool's
+    JVM), so the two systems' halves overlap instead of adding up; the body and every assertion
+    stay as they were, each made on each system. The decorated test asks for ``peers`` instead of
+    ``param`` (other fixtures and parametrize arguments pass through). A failure on one side is
+    raised with a note naming the system; failures on both are raised together.
+    """
+    def decorate(test):
+        signature = inspect.signature(test)
+        rest = [p for p in signature.parameters.values() if p.name != param]
+        both_param = inspect.Parameter("peers", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+        @functools.wraps(test)
+        def both(peers, **kwargs):
+            with ThreadPoolExecutor(len(peers), thread_name_prefix=test.__name__) as pool:
+                futures = [(peer, pool.submit(test, **{param: peer}, **kwargs)) for peer in peers]
+                failures = []
+                for peer, future in futures:
+                    if (error := future.exception()) is not None:
+                        error.add_note(f"(on {peer.name})")
+                        failures.append(error)
+            if len(failures) == 1:
+                raise failures[0]
+            if failures:
+                raise BaseExceptionGroup(f"{test.__name__} failed on both systems", failures)
+
+        both.__signature__ = signature.replace(parameters=[both_param, *rest])  # what pytest passes
+        return both
+
+    return decorate

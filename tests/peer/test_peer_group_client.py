@@ -5,7 +5,8 @@ what must move (KIP-429), a static member's restart keeps its assignment without
 (KIP-345), and a member that stops polling loses its generation (CommitFailedError, on_lost).
 
 Each member is polled by a thread of its own (a ``Consumer`` has one owner thread); the test
-thread only reads what the members observed. Every wait is on a condition with a deadline.
+thread only reads what the members observed. Every wait is on a condition with a deadline. Each
+scenario runs on both systems at once (``on_both_peers``): its waits overlap instead of adding up.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import threading
 import time
 
 import pytest
-from peer_support import unique_topic
+from peer_support import on_both_peers, unique_topic
 
 from broker.client import Consumer, Producer
 from broker.client.group_state import CommitFailedError
@@ -26,12 +27,6 @@ DEADLINE_S = 40.0
 SESSION_TIMEOUT_MS = 6_000  # Kafka's group.min.session.timeout.ms
 HEARTBEAT_INTERVAL_MS = 300
 _numbers = itertools.count()
-
-
-@pytest.fixture(params=["kafka", "pylog"])
-def peer(request, peers):
-    kafka, pylog = peers
-    return kafka if request.param == "kafka" else pylog
 
 
 def unique_group(prefix: str) -> str:
@@ -124,6 +119,7 @@ def stop_all(members: list[Member]) -> None:
     ("range", [(0, 1), (2, 3), (4, 5)], [(0, 1, 2), (3, 4, 5)]),
     ("roundrobin", [(0, 3), (1, 4), (2, 5)], [(0, 2, 4), (1, 3, 5)]),
 ])
+@on_both_peers()
 def test_members_split_read_once_and_rebalance_when_one_leaves(peer, strategy, split_3, split_2):
     """Three members split 6 partitions two each (as the assignor deals them), read every record
     exactly once; one closes (LeaveGroup) and the other two take over its partitions, three
@@ -153,6 +149,7 @@ def test_members_split_read_once_and_rebalance_when_one_leaves(peer, strategy, s
         stop_all(members)
 
 
+@on_both_peers()
 def test_commit_restart_resume_without_loss_or_replay(peer):
     """A member commits what it processed (explicit offsets, auto-commit off), closes; a new
     member of the group starts exactly at the committed offsets. Then auto-commit: close commits
@@ -185,6 +182,7 @@ def test_commit_restart_resume_without_loss_or_replay(peer):
         assert sorted((r.partition, r.offset) for r in last) == [(p, o) for p in range(PARTITIONS) for o in range(10, 15)]
 
 
+@on_both_peers()
 def test_cooperative_sticky_moves_only_what_must_move(peer):
     """A cooperative-sticky member owning all 6 partitions gives up exactly 3 when a second
     member joins (never revoking everything), keeps the other 3 throughout, and the newcomer gets
@@ -211,6 +209,7 @@ def test_cooperative_sticky_moves_only_what_must_move(peer):
         stop_all(members)
 
 
+@on_both_peers()
 def test_static_member_restart_keeps_its_assignment_without_rebalance(peer):
     """Two static members (group.instance.id); one closes (no LeaveGroup) and a new consumer
     with the same instance id takes its place within session.timeout.ms: it gets the same
@@ -241,6 +240,7 @@ def test_static_member_restart_keeps_its_assignment_without_rebalance(peer):
         stop_all(members)
 
 
+@on_both_peers()
 def test_a_member_that_stops_polling_loses_its_generation(peer):
     """max.poll.interval.ms: a member that does not poll in time leaves the group; its commit
     then raises CommitFailedError, its partitions are reported lost, and the other member gets
@@ -271,6 +271,7 @@ def test_a_member_that_stops_polling_loses_its_generation(peer):
         slow.close()
 
 
+@on_both_peers()
 def test_console_consume_with_a_group_resumes_where_the_last_run_stopped(peer):
     """``pylog consume --group G``: the first run prints 5 records from the beginning and commits
     them on exit; the second run of the same group prints the rest, nothing twice."""
@@ -299,6 +300,7 @@ def test_console_consume_with_a_group_resumes_where_the_last_run_stopped(peer):
     assert run("--max-messages", "3") == b"r5\nr6\nr7\n"
 
 
+@on_both_peers()
 def test_a_pattern_subscription_follows_matching_topics(peer):
     """``subscribe(pattern=...)`` takes every matching topic (whole-name match), not the others,
     and a matching topic created later joins the assignment at the next metadata refresh."""
@@ -324,6 +326,7 @@ def test_a_pattern_subscription_follows_matching_topics(peer):
         consumer.close()
 
 
+@on_both_peers()
 def test_commit_in_on_revoke_hands_partitions_over_without_replay(peer):
     """Auto-commit off, the application commits in ``on_revoke`` (the revoked partitions are
     still assigned then, as in Java): when a second member joins, it starts where the first
@@ -349,6 +352,7 @@ def test_commit_in_on_revoke_hands_partitions_over_without_replay(peer):
 
 
 @pytest.mark.parametrize("first", ["pylog", "confluent"])
+@on_both_peers()
 def test_pylog_shares_a_group_with_librdkafka_and_kafka_python(peer, first):
     """pylog's client, confluent-kafka and kafka-python in one range group: whichever joined
     first leads (pylog encodes the assignment for the others, or decodes theirs), the three split
@@ -397,6 +401,7 @@ def test_pylog_shares_a_group_with_librdkafka_and_kafka_python(peer, first):
             other.stop()
 
 
+@on_both_peers()
 def test_an_assign_consumer_with_a_group_id_commits_and_resumes(peer):
     """``assign()`` with a ``group_id``: no membership, "simple" commits (generation -1), and the
     next consumer of that group starts each partition at its committed offset (Java's
@@ -423,6 +428,7 @@ def test_an_assign_consumer_with_a_group_id_commits_and_resumes(peer):
         assert sorted((r.partition, r.offset) for r in rest) == [(0, 2), (0, 3), (0, 4), (0, 5), (1, 5)]
 
 
+@on_both_peers()
 def test_a_second_member_with_the_same_instance_id_fences_the_first(peer):
     """KIP-345: a new consumer with a ``group.instance.id`` already in the group takes its place;
     the old one learns it is fenced (FENCED_INSTANCE_ID on its heartbeat or commit) and its next

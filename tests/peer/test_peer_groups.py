@@ -4,7 +4,8 @@ cooperative-sticky's incremental moves, commits, and a new member resuming at th
 offsets.
 
 Each scenario's expected outcome is stated once (what Apache Kafka 4.1 does) and asserted on
-each system (``group_peer``), so the two are compared through the same literal.
+each system (``group_peer``), so the two are compared through the same literal; both systems'
+halves run at once (``on_both_peers``), so their waits overlap.
 """
 
 from __future__ import annotations
@@ -12,14 +13,13 @@ from __future__ import annotations
 import pytest
 from group_clients import (
     GroupMember,
-    group_peer,  # noqa: F401  (fixture)
     open_consumer,
     produce_spread,
     unique_group,
     wait_for_coordinator,
     wait_until,
 )
-from peer_support import unique_topic
+from peer_support import on_both_peers, unique_topic
 
 PARTITIONS = 6
 PER_PARTITION = 50
@@ -37,6 +37,7 @@ def stable_split(members: list[GroupMember], partitions: int) -> list[frozenset[
 
 @pytest.mark.parametrize("clients", [("confluent", "confluent"), ("kafka-python", "kafka-python"),
                                      ("confluent", "kafka-python")])
+@on_both_peers("group_peer")
 def test_two_members_split_a_topic_and_read_each_record_once(group_peer, clients):
     """Two members of one group over a 6-partition topic: the range assignor gives each three
     consecutive partitions; records produced after the group is stable are read exactly once
@@ -76,6 +77,7 @@ def read_until(consumer, count: int) -> list[tuple]:
 
 
 @pytest.mark.parametrize("committer,resumer", [("confluent", "kafka-python"), ("kafka-python", "confluent")])
+@on_both_peers("group_peer")
 def test_a_new_member_resumes_at_the_committed_offsets(group_peer, committer, resumer):
     """A member reads everything, commits explicit offsets (a different one per partition) and
     closes; a new member of the group, of the other client, sees the same ``committed()`` values
@@ -108,6 +110,7 @@ def test_a_new_member_resumes_at_the_committed_offsets(group_peer, committer, re
         second.close()
 
 
+@on_both_peers("group_peer")
 def test_committed_is_none_for_a_group_without_commits(group_peer):
     """``committed()`` of a group that never committed: no offset (OffsetFetch answers -1 and no
     error), on both clients."""
@@ -122,6 +125,7 @@ def test_committed_is_none_for_a_group_without_commits(group_peer):
             consumer.close()
 
 
+@on_both_peers("group_peer")
 def test_cooperative_sticky_moves_only_what_must_move(group_peer):
     """KIP-429, all on the client side: a second member joins a group whose first member holds all
     6 partitions; with cooperative-sticky the first member gives up exactly 3 (an incremental

@@ -17,15 +17,10 @@ from broker.client.offset_store import KafkaOffsetStore, ZkOffsetStore
 from broker.client.producer import Producer
 from broker.tools.groups import add_groups_parser, run_groups
 from broker.tools.kafka_peer import run_kafka_tool
-from peer_support import unique_topic
+from peer_support import on_both_peers, unique_topic
 
 DEADLINE_S = 30.0
 _groups = itertools.count()
-
-@pytest.fixture(params=["kafka", "pylog"])
-def system(request):
-    return request.getfixturevalue(f"{request.param}_peer")
-
 
 def unique_group() -> str:
     return f"tool-group-{next(_groups)}-{time.monotonic_ns() % 1_000_000}"
@@ -92,6 +87,7 @@ class Member:
         self.consumer.close()
 
 
+@on_both_peers("system")
 def test_describe_shows_lag_members_and_refuses_changes_while_active(system):
     bootstrap, topic, group = system.bootstrap, unique_topic("tool-lag"), unique_group()
     system.create_topic(topic, partitions=2)
@@ -135,6 +131,7 @@ def test_describe_shows_lag_members_and_refuses_changes_while_active(system):
         consumer.close()
 
 
+@on_both_peers("system")
 def test_reset_to_earliest_then_a_consumer_reads_again(system):
     bootstrap, topic, group = system.bootstrap, unique_topic("tool-reset"), unique_group()
     system.create_topic(topic, partitions=2)
@@ -173,6 +170,7 @@ def test_reset_to_earliest_then_a_consumer_reads_again(system):
     assert group not in listed.split()
 
 
+@on_both_peers("system")
 def test_kafka_offset_store_round_trip(system):
     bootstrap, topic, group = system.bootstrap, unique_topic("tool-store"), unique_group()
     system.create_topic(topic, partitions=3)
@@ -191,6 +189,7 @@ def test_kafka_offset_store_round_trip(system):
         assert group not in store.groups()
 
 
+@on_both_peers("system")
 def test_zookeeper_store_beside_the_kafka_store(system, zookeeper):
     """Groups whose offsets live in ZooKeeper keep working, and ``--store all`` shows both."""
     bootstrap, topic = system.bootstrap, unique_topic("tool-zk")
@@ -218,6 +217,7 @@ def test_zookeeper_store_beside_the_kafka_store(system, zookeeper):
         assert zk.fetch(zk_group) == {}
 
 
+@on_both_peers("system")
 def test_reset_plans_by_time_and_clamped_offsets(system):
     """Dry runs for a group that does not exist yet (Kafka resets a Dead group too): the plan
     comes from ListOffsets by timestamp and the log's bounds."""

@@ -5,8 +5,9 @@
 segment file) reading what each coordinator wrote.
 
 Each scenario states its outcome once (what Apache Kafka 4.1 prints) and checks it on each
-system. Parts that must differ (member ids, ports, timestamps) are normalised where parsed, and
-differences kept on purpose are named where they are allowed, with the reason.
+system, both systems at once (``on_both_peers``). Parts that must differ (member ids, ports,
+timestamps) are normalised where parsed, and differences kept on purpose are named where they are
+allowed, with the reason.
 """
 
 from __future__ import annotations
@@ -15,15 +16,14 @@ import base64
 import json
 import time
 
-from group_clients import (  # noqa: F401  (group_peer: fixture)
+from group_clients import (
     GroupMember,
-    group_peer,
     produce_spread,
     unique_group,
     wait_until,
 )
 from group_wire import GroupWire, consumer_assignment, consumer_subscription
-from peer_support import unique_topic
+from peer_support import on_both_peers, unique_topic
 
 from broker.client.admin import AdminClient
 from broker.tools.kafka_peer import run_kafka_tool
@@ -79,6 +79,7 @@ def offsets_columns(rows: list[list[str]]) -> list[tuple]:
     return [tuple(row[:6]) for row in rows]
 
 
+@on_both_peers("group_peer")
 def test_consumer_groups_describe_offsets_state_and_members(group_peer):
     """An Empty group with committed offsets (a simple commit, as ``assign()`` users and tools
     make), then the same group with an active member: the offsets table (current offset, log
@@ -127,6 +128,7 @@ def test_consumer_groups_describe_offsets_state_and_members(group_peer):
         member.stop()
 
 
+@on_both_peers("group_peer")
 def test_consumer_groups_list_with_state(group_peer):
     stable, empty = unique_group("tools-list-stable"), unique_group("tools-list-empty")
     topic = group_peer.create_topic(unique_topic("tools-list"), partitions=2)
@@ -177,6 +179,7 @@ def group_with_hash(prefix: str, negative: bool) -> str:
     return group
 
 
+@on_both_peers("group_peer")
 def test_group_records_are_in_kafkas_partition_for_the_group(group_peer):
     """A group with a negative Java hash: its commit is appended to partition
     ``abs(hash) % 50`` of ``__consumer_offsets`` (where Kafka's coordinator, Burrow and any tool
@@ -259,6 +262,7 @@ def check_group_metadata(values: list[dict], topic: str, member_id: str) -> None
     assert joined["currentStateTimestamp"] <= left["currentStateTimestamp"]
 
 
+@on_both_peers("group_peer")
 def test_console_consumer_decodes_the_offsets_topic(group_peer):
     topic, group = unique_topic("tools-decode"), group_with_hash("tools-decode", negative=False)
     group_peer.create_topic(topic, partitions=2)
@@ -296,6 +300,7 @@ def dump_offsets_segment(peer, partition: int) -> list[tuple[dict, dict]]:
     return records
 
 
+@on_both_peers("group_peer")
 def test_dump_log_decodes_the_offsets_segment(group_peer):
     """The same records through kafka-dump-log, and the tombstones DeleteGroups writes."""
     topic, group = unique_topic("tools-dump-offsets"), group_with_hash("tools-dump-offsets", negative=False)
@@ -330,6 +335,7 @@ def consumer_groups_lines(peer, *args: str) -> list[str]:
     return [line.rstrip() for line in out.splitlines() if line.strip()]
 
 
+@on_both_peers("group_peer")
 def test_consumer_groups_reset_delete_offsets_and_delete(group_peer):
     """--reset-offsets --execute and --delete-offsets on an Empty group (simple commits and
     OffsetDelete through Kafka's admin client), both refused while a member is active, as is
@@ -368,6 +374,7 @@ def test_consumer_groups_reset_delete_offsets_and_delete(group_peer):
         f"Deletion of requested consumer groups ('{group}') was successful."]
 
 
+@on_both_peers("group_peer")
 def test_java_consumer_commits_what_it_read(group_peer):
     """Kafka's own client in a group (kafka-console-consumer --group: subscribe, auto-commit on,
     commit on close, LeaveGroup): it reads every record, and kafka-consumer-groups then shows
