@@ -4,7 +4,8 @@ id aborts it) and a transaction left open past its transaction.timeout.ms (the c
 it and fences the producer; the LSO moves on). In both: 0 aborted records read under
 read_committed, 0 committed records lost, no transaction left holding the LSO.
 
-The expected outcome is what Apache Kafka 4.1 does, stated once and checked on each system.
+The expected outcome is what Apache Kafka 4.1 does, stated once and checked on each system; the
+two systems' halves run at once (``on_both_peers``), so their timeouts overlap.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 import textwrap
 import time
 
-from peer_support import unique_topic
+from peer_support import on_both_peers, unique_topic
 from txn_clients import (
     Batch,
     open_txn_producer,
@@ -23,7 +24,6 @@ from txn_clients import (
     read_at_once,
     read_partition,
     settled,
-    txn_peer,  # noqa: F401  (fixture)
     unique_txn_id,
     wait_for_leaders,
     wait_until,
@@ -75,6 +75,7 @@ def doomed_producer(peer, transactional_id: str, topic: str) -> subprocess.Popen
     return child
 
 
+@on_both_peers("txn_peer")
 def test_a_producer_killed_mid_transaction_is_aborted_by_the_next_init(txn_peer):
     """SIGKILL with 2 records of an open transaction on the log (LSO held at 4): nothing ends the
     transaction until a producer with the same transactional id calls init_transactions, which
@@ -108,6 +109,7 @@ def test_a_producer_killed_mid_transaction_is_aborted_by_the_next_init(txn_peer)
                                           for client in ("confluent", "kafka-python")]) == [expected, expected]
 
 
+@on_both_peers("txn_peer")
 def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(txn_peer):
     """Raw wire: a transaction with transaction.timeout.ms 2 s, 2 records on the log, then
     nothing. The coordinator aborts it on its own (CompleteAbort, the epoch bumped 0 -> 1 so the
@@ -134,6 +136,7 @@ def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(
     print(f"{txn_peer}: a transaction with a {TIMEOUT_MS} ms timeout aborted after {took_s:.1f} s")
 
 
+@on_both_peers("txn_peer")
 def test_a_client_whose_transaction_timed_out_cannot_commit(txn_peer):
     """confluent-kafka with transaction.timeout.ms 2 s: its transaction is aborted by the
     coordinator while it idles; commit_transaction then fails with a fatal error (_FENCED: the
@@ -175,6 +178,7 @@ def fatal_error_name(action) -> str:
     return ""
 
 
+@on_both_peers("txn_peer")
 def test_a_zombie_client_is_fenced_by_a_new_init(txn_peer):
     """confluent-kafka: a producer with a record of an open transaction on the log, then a second
     producer of the same transactional id calls init_transactions (which aborts the open
