@@ -12,7 +12,9 @@ when it plans batch N+1. What the test checks on each system, with one stated ou
   batch read and an offline load, whose ``commit`` moves the group to the load's end;
 - a query given the id of a group that has members fails with the reason, the group goes on.
 
-Both systems are held to the same literal outcome (what Apache Kafka 4.1 does).
+Both systems are held to the same literal outcome (what Apache Kafka 4.1 does). Each test runs
+on both at once (``on_both_peers``: two queries in the one SparkSession, own topics, groups and
+checkpoints), so one system's waits overlap the other's work.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import json
 import time
 
 import pytest
-from peer_support import unique_topic
+from peer_support import on_both_peers, unique_topic
 from pyspark.errors import StreamingQueryException
 
 from broker.client.producer import Producer
@@ -34,11 +36,6 @@ PER_PARTITION = 30
 MAX_OFFSETS_PER_TRIGGER = 20  # 10 per partition per batch: three batches
 QUERY_TIMEOUT_S = 120.0  # a deadline: AvailableNow queries end by themselves
 TOOL_TIMEOUT_S = 90.0
-
-
-@pytest.fixture(params=["kafka", "pylog"])
-def peer(request):
-    return request.getfixturevalue(f"{request.param}_peer")
 
 
 def produce(bootstrap: str, topic: str, per_partition: int, start: int = 0) -> None:
@@ -98,7 +95,9 @@ def pylog_describe_group(bootstrap: str, group: str) -> list[list[str]]:
     return sorted(line.split()[:6] for line in out.getvalue().splitlines() if line.split()[:1] == [group])
 
 
+@on_both_peers()
 def test_streaming_commits_to_the_offsets_topic_and_group_start_resumes(spark, peer, tmp_path):
+    tmp_path = tmp_path / peer.name  # both systems' halves run at once: checkpoints of their own
     topic, group = unique_topic("spark-commit"), unique_topic("spark-group")
     peer.create_topic(topic, partitions=PARTITIONS)
     produce(peer.bootstrap, topic, PER_PARTITION)
@@ -130,6 +129,7 @@ def test_streaming_commits_to_the_offsets_topic_and_group_start_resumes(spark, p
     assert fetch_committed(peer.bootstrap, group, topic) == {(topic, 0): 20, (topic, 1): 20}
 
 
+@on_both_peers()
 def test_offline_load_keeps_its_place_in_the_offsets_topic(spark, peer):
     from spark_log import offline
 
@@ -167,11 +167,13 @@ def subscribed_member(bootstrap: str, group: str, topic: str):
     return consumer
 
 
+@on_both_peers()
 def test_a_query_may_not_commit_to_a_group_with_members(spark, peer, tmp_path):
     """A group id that a subscribing consumer group is using: the coordinator refuses the query's
     simple commit (UNKNOWN_MEMBER_ID: a commit without a member id to a group that has members), and
     the query fails saying so and what to do, instead of committing nothing silently; the consumer
     group goes on."""
+    tmp_path = tmp_path / peer.name  # both systems' halves run at once: checkpoints of their own
     topic, group = unique_topic("spark-shared"), unique_topic("spark-shared-group")
     peer.create_topic(topic, partitions=PARTITIONS)
     produce(peer.bootstrap, topic, PER_PARTITION)
@@ -191,11 +193,14 @@ def test_a_query_may_not_commit_to_a_group_with_members(spark, peer, tmp_path):
     assert "give it another 'kafka.group.id'" in message
 
 
+@on_both_peers()
 def test_a_restarted_query_resumes_from_its_checkpoint_not_the_group(spark, peer, tmp_path):
     """The checkpoint is the source of truth: after the group's offsets were moved back (a reset
     by hand), the query restarted on its checkpoint reads on from where it stopped, and commits
     its progress over the reset."""
     from broker.client.offset_store import KafkaOffsetStore
+
+    tmp_path = tmp_path / peer.name  # both systems' halves run at once: checkpoints of their own
 
     topic, group = unique_topic("spark-restart"), unique_topic("spark-restart-group")
     peer.create_topic(topic, partitions=PARTITIONS)
