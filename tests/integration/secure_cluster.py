@@ -80,9 +80,7 @@ class SecureCluster:
             self.brokers.append(fixtures.BrokerProcess(broker_id, plain, config, directory / "broker.log", directory / "data"))
             self.sasl_ports.append(sasl)
             self.ssl_ports.append(tls)
-        for broker in self.brokers:
-            broker.start()
-        fixtures.wait_for_controller(self.brokers)
+        fixtures.start_all(self.brokers)  # side by side
 
     @property
     def sasl_bootstrap(self) -> str:

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from broker.tools.zookeeper import reserve_free_port
 from integration_support import (BROKER_SESSION_TIMEOUT_MS, BrokerCluster, BrokerProcess, small_internal_topics,
-                                 wait_for_controller)
+                                 start_all)
 
 pytestmark = [pytest.mark.integration]
 
@@ -64,9 +64,7 @@ def cluster(zookeeper, tmp_path_factory):
         c.brokers.append(BrokerProcess(broker_id, port, directory / "server.properties",
                                        directory / "broker.log", directory / "data"))
     try:
-        for broker in c.brokers:
-            broker.start()
-        wait_for_controller(c.brokers)
+        start_all(c.brokers)
         yield c
     finally:
         c.kill_all()  # (a SIGSTOPped broker too) nothing checks how they go
