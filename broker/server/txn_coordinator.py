@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from broker.cluster.internal_topics import TRANSACTION_STATE_TOPIC_NAME
+from broker.coordinator.txn import responses as rsp
 from broker.coordinator.txn.core import Append, AllocateProducerId, Reply, WriteMarkers, partition_for
 from broker.records import Record, encode_batch
 from broker.server.coordinator_runtime import (
@@ -133,6 +134,7 @@ class TxnCoordinatorService:
         self._before_run: list = []
         self.stats = TxnServiceStatistics()
         self._written = asyncio.Event()  # set (and replaced) whenever a state write completes
+        self._adds_waiting: dict[tuple, list] = {}  # (id, producer id, epoch) -> [(partitions, future)]
 
     # ----------------------------------------------------------------------------- requests
 
@@ -151,6 +153,70 @@ class TxnCoordinatorService:
         return await future
 
     async def handle_settled(self, api_key: int, api_version: int, request, wait_ms: int = IMPLICIT_ADD_WAIT_MAX_MS):
+        """``handle`` for a request that would rather wait than be answered
+        CONCURRENT_TRANSACTIONS: another leader's implicit adds (each transaction of the request)
+        go through ``_settled_add`` (asked together with the adds of the same transaction
+        waiting here), anything else through ``_handle_settled``."""
+        transactions = getattr(request, "transactions", None)
+        if api_key == ADD_PARTITIONS_TO_TXN and transactions and not any(t.verify_only for t in transactions):
+            codes = await asyncio.gather(*(self._settled_add(
+                txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                [(t.name, p) for t in txn.topics for p in t.partitions], wait_ms) for txn in transactions))
+            return rsp.add_partitions_v4([(txn.transactional_id, c) for txn, c in zip(transactions, codes)])
+        return await self._handle_settled(api_key, api_version, request, wait_ms)
+
+    async def _settled_add(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           partitions: list, wait_ms: int) -> dict:
+        """One implicit add (transaction version 2) of ``partitions``; {(topic, partition): error}.
+
+        Every partition leader of a transaction adds its own partitions, and they all arrive
+        while the previous transaction of the id is completing: asked one by one after each
+        completed write (``_handle_settled``), three leaders cost three serial acks=all state
+        writes per transaction. Adds of one producer and epoch that wait at the same time are
+        asked together instead: the first waiter asks (and asks again while the answer is
+        CONCURRENT_TRANSACTIONS, for up to ``wait_ms``) with the union of every waiter's
+        partitions, and each waiter gets its own partitions' codes. Same outcome as adding them
+        one by one: the core answers an add with one code for all its partitions (it checks the
+        producer and the transaction's state, never a partition), and the Ongoing record written
+        holds the union either way."""
+        key = (transactional_id, producer_id, producer_epoch)
+        answer = asyncio.get_running_loop().create_future()
+        waiting = self._adds_waiting.get(key)
+        if waiting is not None:  # another add of this transaction is being asked: ride along
+            waiting.append((partitions, answer))
+            return await answer
+        waiting = self._adds_waiting[key] = [(partitions, answer)]
+        try:
+            await self._ask_adds(key, waiting, wait_ms)
+        finally:
+            del self._adds_waiting[key]
+            for partitions_left, left in waiting:  # only when the asker was cancelled or failed:
+                if not left.done():  # the riders' leaders ask again (retriable, as on a timeout)
+                    left.set_result({tp: ErrorCode.CONCURRENT_TRANSACTIONS for tp in partitions_left})
+        return await answer
+
+    async def _ask_adds(self, key: tuple, waiting: list, wait_ms: int) -> None:
+        """Ask the core for every add in ``waiting`` (which riders join meanwhile) until none is left."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + wait_ms / 1000
+        while waiting:
+            written = self._written
+            asking = sorted({tp for partitions, _ in waiting for tp in partitions})
+            taken = len(waiting)
+            codes = partition_codes(await self.handle(ADD_PARTITIONS_TO_TXN, ADD_VERSION, add_request(
+                *key, asking)), asking)
+            remaining = give_up - loop.time()
+            if remaining > 0 and ErrorCode.CONCURRENT_TRANSACTIONS in codes.values():
+                try:
+                    await asyncio.wait_for(written.wait(), remaining)
+                except TimeoutError:
+                    pass
+                continue  # ask again, with whoever joined meanwhile
+            for partitions, answer in waiting[:taken]:
+                answer.set_result({tp: codes[tp] for tp in partitions})
+            del waiting[:taken]
+
+    async def _handle_settled(self, api_key: int, api_version: int, request, wait_ms: int):
         """``handle``, asked again after each completed state write while the answer names
         CONCURRENT_TRANSACTIONS, for up to ``wait_ms``: the implicit add of transaction version 2
         (a partition leader's AddPartitionsToTxn v5, local or from another broker) usually
@@ -192,8 +258,8 @@ class TxnCoordinatorService:
         AddPartitionsToTxnManager); {(topic, partition): error}. In-process when this broker
         coordinates the id, else one request to the coordinator broker."""
         if self.coordinates(transactional_id):
-            return partition_codes(await self.handle_settled(ADD_PARTITIONS_TO_TXN, ADD_VERSION, add_request(
-                transactional_id, producer_id, producer_epoch, partitions)), partitions)
+            return await self._settled_add(transactional_id, producer_id, producer_epoch, list(partitions),
+                                           IMPLICIT_ADD_WAIT_MAX_MS)
         if self._remote_verify is None:
             return {tp: ErrorCode.NOT_COORDINATOR for tp in partitions}
         codes = await asyncio.gather(*(

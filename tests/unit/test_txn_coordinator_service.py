@@ -113,11 +113,11 @@ class FakeCore:
 
 
 class World:
-    def __init__(self, tmp_path, pids=None, markers=None, remote_verify=None) -> None:
+    def __init__(self, tmp_path, pids=None, markers=None, remote_verify=None, core=None) -> None:
         self.clock = Clock()
         self.replicas = ReplicaManager(1, LogManager([tmp_path], LogConfig(), self.clock), Purgatory(100),
                                        self.clock, ReplicaSettings())
-        self.core = FakeCore()
+        self.core = core or FakeCore()
         self.next_pid = iter(range(1000, 2000))
 
         async def next_producer_id():
@@ -481,5 +481,47 @@ def test_marker_jobs_of_an_unloaded_partition_stop_retrying(tmp_path):
         await until(lambda: sum(1 for _, keys in leaders.requests for _ in keys) >= sent + 5)
         # every request since carries only the job of partition 1 (one marker), never both
         assert all(len(keys) == 1 for _, keys in leaders.requests[-5:])
+
+    run(world, body)
+
+
+def test_implicit_adds_waiting_together_are_one_state_write(tmp_path):
+    """Three partition leaders' implicit adds (transaction version 2) of the next transaction
+    arrive while the previous one's markers are out. When it completes they are asked together:
+    one Ongoing write for the union (was one write each, one after the other), and each leader
+    gets NONE for its own partitions. The real core behind the shell."""
+    from broker.coordinator.txn.core import TxnCoordinatorCore, TxnSettings
+    from broker.coordinator.txn.state import TxnState
+    from broker.wire.apis.end_txn import EndTxnRequest
+    from broker.wire.apis.init_producer_id import InitProducerIdRequest
+
+    tid = "coalesced"
+    world = World(tmp_path, core=TxnCoordinatorCore(TxnSettings(num_partitions=4)))
+    service, core = world.service, world.core
+    index = partition_for(tid, 4)
+    leaders = [[("t", 0), ("t", 1)], [("t", 2), ("t", 3)], [("u", 0), ("u", 1)]]
+
+    async def body():
+        world.lead(index, 1, 0)
+        await until(lambda: index in service.stats.loaded)
+        init = await service.handle(22, 4, InitProducerIdRequest(
+            transactional_id=tid, transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1))
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert await service.add_partitions(tid, pid, epoch, [("t", 0)]) == {("t", 0): ErrorCode.NONE}
+        end = await service.handle(26, 5, EndTxnRequest(transactional_id=tid, producer_id=pid,
+                                                        producer_epoch=epoch, committed=True))
+        assert end.error_code == ErrorCode.NONE
+        (marker_id,) = core.marker_ids(index)  # PrepareCommit written, its markers out
+        adds = [asyncio.create_task(service.add_partitions(tid, pid, end.producer_epoch, partitions))
+                for partitions in leaders]
+        await until(lambda: sum(map(len, service._adds_waiting.values())) == 3)
+        appends = service.stats.appends
+        service.markers_written(marker_id)
+        answers = await asyncio.gather(*adds)
+        assert answers == [{tp: ErrorCode.NONE for tp in partitions} for partitions in leaders]
+        assert service.stats.appends - appends == 2, "CompleteCommit, then one Ongoing for all three"
+        shard, _ = core.route(tid)
+        meta = shard.txns[tid]
+        assert meta.state is TxnState.Ongoing and meta.partitions == {tp for ps in leaders for tp in ps}
 
     run(world, body)
