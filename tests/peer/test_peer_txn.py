@@ -5,8 +5,8 @@ takes an offset), the last stable offset (Fetch's and ListOffsets' under read_co
 Fetch's aborted transactions.
 
 Each scenario's expected outcome is stated once (what Apache Kafka 4.1 does, checked when this
-tier was written) and asserted on each system (``txn_peer``), so the two are compared through
-the same literal.
+tier was written) and asserted on each system (``txn_peer``; both at once, ``on_both_peers``), so
+the two are compared through the same literal.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from group_clients import produce_spread, wait_for_coordinator
 from group_wire import GroupWire
-from peer_support import unique_topic
+from peer_support import on_both_peers, unique_topic
 from txn_clients import (
     Batch,
     PartitionReader,
@@ -24,7 +24,6 @@ from txn_clients import (
     read_at_once,
     read_partition,
     settled,
-    txn_peer,  # noqa: F401  (fixture)
     unique_txn_id,
     wait_for_leaders,
     wait_until,
@@ -72,6 +71,7 @@ def run_script(producer, topic: str) -> None:
 
 
 @pytest.mark.parametrize("client", CLIENTS)
+@on_both_peers("txn_peer")
 def test_commit_and_abort_markers_lso_and_visible_records(txn_peer, client):
     """Commit, abort, commit: every marker takes one offset after its transaction's records;
     once the last marker is written the LSO is the high watermark (Fetch's last_stable_offset and
@@ -100,6 +100,7 @@ def test_commit_and_abort_markers_lso_and_visible_records(txn_peer, client):
         assert records == expected, (reader, partition, isolation)
 
 
+@on_both_peers("txn_peer")
 def test_an_open_transaction_holds_the_lso_until_it_commits(txn_peer):
     """A committed transaction, then one left open with its records on the log: the LSO stops at
     the open transaction's first offset (Fetch's last_stable_offset and ListOffsets under
@@ -144,6 +145,7 @@ def test_an_open_transaction_holds_the_lso_until_it_commits(txn_peer):
     assert (state.latest_committed, state.latest_uncommitted) == (7, 7)
 
 
+@on_both_peers("txn_peer")
 def test_interleaved_producers_one_aborting_under_anothers_commit(txn_peer):
     """Two transactional producers on one partition, their batches interleaved: A's open
     transaction (first offset 0) holds the LSO at 0 although B committed after it (marker 3), so
@@ -239,6 +241,7 @@ def consume(client: str, consumer, count: int) -> list[bytes]:
 
 
 @pytest.mark.parametrize("client", CLIENTS)
+@on_both_peers("txn_peer")
 def test_consume_transform_produce_offsets_commit_with_the_output(txn_peer, client):
     """The exactly-once loop: read the input (read_committed), write the transformed records and
     the input offsets (send_offsets_to_transaction) in one transaction. While it is open the

@@ -11,9 +11,8 @@ from __future__ import annotations
 import io
 from argparse import Namespace
 
-from peer_support import unique_topic
+from peer_support import on_both_peers, unique_topic
 from test_peer_txn_client import DEADLINE_MS, read_all, txn_producer
-from txn_clients import txn_peer  # noqa: F401  (fixture)
 
 from broker.cli import _build_parser
 from broker.tools.kafka_peer import run_kafka_tool
@@ -57,6 +56,7 @@ def without_times(rows):
     return out
 
 
+@on_both_peers("txn_peer")
 def test_pylog_transactions_tool_matches_kafka_transactions(txn_peer):
     topic = txn_peer.create_topic(unique_topic("txn-pylog-tool"), partitions=2)
     producer = txn_producer(txn_peer)
@@ -98,6 +98,7 @@ def test_pylog_transactions_tool_matches_kafka_transactions(txn_peer):
     assert read_all(txn_peer, topic, 2, "read_committed", 1) == [b"a"]
 
 
+@on_both_peers("txn_peer")
 def test_pylog_transactions_tool_refusals(txn_peer):
     topic = txn_peer.create_topic(unique_topic("txn-pylog-tool-errors"), partitions=1)
     _, err = pylog_tool(txn_peer, "find-hanging", status=1)

@@ -5,20 +5,19 @@ transaction; and ``kafka-dump-log`` reading each system's aborted-transaction in
 (``.txnindex``).
 
 The outcome is stated once (what the tool prints against Apache Kafka 4.1) and checked on each
-system; columns that must differ (times, durations) are left out where parsed, producer ids are
-compared with the one the same system gave.
+system, both at once (``on_both_peers``); columns that must differ (times, durations) are left
+out where parsed, producer ids are compared with the one the same system gave.
 """
 
 from __future__ import annotations
 
-from peer_support import unique_topic
+from peer_support import on_both_peers, unique_topic
 from txn_clients import (
     Batch,
     open_txn_producer,
     partition_state,
     read_partition,
     settled,
-    txn_peer,  # noqa: F401  (fixture)
     unique_txn_id,
     wait_for_leaders,
     wait_until,
@@ -51,6 +50,7 @@ def without(row: dict[str, str], *columns: str) -> dict[str, str]:
     return {k: v for k, v in row.items() if k not in columns}
 
 
+@on_both_peers("txn_peer")
 def test_kafka_transactions_lists_describes_and_aborts_an_open_transaction(txn_peer):
     """A committed transaction (offsets 0-2, marker 3), then one left open (4-5, LSO 4). The tool
     lists it Ongoing, describes it (its partition, its timeout), shows its producer on the
@@ -130,6 +130,7 @@ def dump_txn_index(peer, topic: str) -> list[dict[str, str]]:
     return entries
 
 
+@on_both_peers("txn_peer")
 def test_kafka_dump_log_reads_the_aborted_transaction_index(txn_peer):
     """Kafka's DumpLogSegments reads each system's ``.txnindex`` (Kafka's layout: 34-byte
     entries, version 0): one entry per aborted transaction, written when its ABORT marker is
