@@ -4,8 +4,8 @@ Setup: ``pylog cluster up`` with 3 brokers (transaction log RF 3, min ISR 2) in 
 directory, a sink topic of ``--partitions`` partitions at RF 3. Per round, ``--tasks``
 transactions are prepared as the sink's tasks prepare them (``Producer.prepare_transaction``:
 flushed, left open, 100 records each), then the driver's ``Committer.commit`` completes them; its
-wall time, this process's CPU time, its phases (clients, intent, ended, swept: ms since the commit
-began) and, after it, the time of the sweep's listing alone (``open_transactions``) are recorded.
+wall time, this process's CPU time, its phases (checked: the replay check, intent, ended, swept:
+ms since the commit began) and, after it, the time of the sweep's listing alone (``open_transactions``) are recorded.
 ``--baseline FILE`` also times another ``spark_log/transactions.py`` (e.g. ``git show
 <commit>:spark_log/transactions.py > /tmp/old.py``) in the same rounds, interleaved, so both see
 the same load.
@@ -43,7 +43,7 @@ def prepare(bootstrap: str, topic: str, tid: str, partition: int):
         producer.begin_transaction()
         for i in range(100):
             producer.send(topic, b"x" * 100, partition=partition)
-        return producer.prepare_transaction()
+        return producer.prepare_transaction(), producer.transaction_coordinator
 
 
 def load_module(path: str, name: str):
@@ -80,12 +80,16 @@ def run(args, root: Path) -> None:
         for round_ in range(args.rounds + 1):  # round 0 warms up (topic, connections)
             for name, module in variants.items():
                 settings = module.TxnSettings(f"bench-{name}", 60_000, "pylog-spark-commits", bootstrap)
-                prepared = [prepare(bootstrap, "eos-commit", module.transactional_id(settings.prefix, round_, t, 0, t),
-                                    t % args.partitions) for t in range(args.tasks)]
+                tasks = [prepare(bootstrap, "eos-commit", module.transactional_id(settings.prefix, round_, t, 0, t),
+                                 t % args.partitions) for t in range(args.tasks)]
+                prepared = [p for p, _ in tasks]
+                # The tasks' coordinators, as the sink's commit messages carry them (not for a
+                # baseline from before that: it looks each one up).
+                hints = {} if name == "baseline" else {"coordinators": {p.transactional_id: c for p, c in tasks}}
                 committer = module.Committer(settings)
                 cpu_started = time.process_time()  # this process only: the brokers run in their own
                 started = time.perf_counter()
-                committer.commit(prepared, round_)
+                committer.commit(prepared, round_, **hints)
                 if name == "baseline" and args.baseline_sweeps_after:
                     committer.abort_lingering()  # the sink before 64ab99c swept after commit()
                 elapsed = (time.perf_counter() - started) * 1000
@@ -107,7 +111,7 @@ def run(args, root: Path) -> None:
                    p50_ms=statistics.median(values), p90_ms=values[int(len(values) * 0.9)], max_ms=values[-1],
                    cpu_ms_p50=statistics.median(cpu[name]), open_transactions_ms_p50=statistics.median(listing[name]),
                    load_1m=load)
-        for phase in ("clients", "intent", "ended", "swept"):
+        for phase in ("checked", "intent", "ended", "swept"):
             report(f"  current: {phase} at (ms since start, p50)", p50_ms=statistics.median(p[phase] for p in phases))
     finally:
         cluster_down(root / "cluster", sys.stderr)

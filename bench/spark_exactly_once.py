@@ -201,7 +201,7 @@ def summarize(args, rates: dict[str, list[float]], commits: list[dict]) -> None:
     # Where the commit's time goes inside Spark, and how many Python processes ran the commits
     # (each new one starts without the driver-side clients that spark_log.transactions keeps).
     phases = {name: statistics.median(c[name] for c in commits if name in c)
-              for name in ("clients", "intent", "ended", "swept") if any(name in c for c in commits)}
+              for name in ("checked", "intent", "ended", "swept") if any(name in c for c in commits)}
     report("  exactly-once commit phases (ms since it began, p50)", **phases,
            python_processes=len({c.get("pid") for c in commits}))
     peer = rates.get("Spark format(kafka) on Apache Kafka")

@@ -341,11 +341,13 @@ def write_batches(settings: WriteSettings, batches: Iterable[pa.RecordBatch]) ->
 
 def write_transaction(settings: WriteSettings, batches: Iterable[pa.RecordBatch], transactional_id: str,
                       transaction_timeout_ms: int, before_prepare=None,
-                      ) -> tuple[dict[TopicPartition, int], PreparedTransaction | None]:
+                      ) -> tuple[dict[TopicPartition, int], PreparedTransaction | None, int | None]:
     """Phase one of the exactly-once write (``spark_log.transactions``): every row inside one
     transaction of ``transactional_id``, prepared (flushed, left open) for the driver to
     complete. None when the task had no rows (no transaction opened). A failure aborts the
-    transaction before raising, so a failed attempt leaves nothing open behind it when it can."""
+    transaction before raising, so a failed attempt leaves nothing open behind it when it can.
+    Also the node id of the transaction's coordinator (None: unknown), so the driver's EndTxn
+    can go straight there."""
     kwargs = dict(settings.producer)
     kwargs.setdefault("client_id", "pylog-spark-writer")
     kwargs.pop("enable_idempotence", None)
@@ -358,6 +360,7 @@ def write_transaction(settings: WriteSettings, batches: Iterable[pa.RecordBatch]
             if before_prepare is not None:
                 before_prepare(producer)  # the tests' fault hook
             prepared = producer.prepare_transaction()
+            coordinator = producer.transaction_coordinator
         except BaseException:
             try:
                 producer.abort_transaction()
@@ -365,7 +368,7 @@ def write_transaction(settings: WriteSettings, batches: Iterable[pa.RecordBatch]
                 log.warning("aborting %s after a failed write: %s", transactional_id, exc)
             raise
     written = _written(deliveries)
-    return written, (prepared if prepared.partitions else None)
+    return written, (prepared if prepared.partitions else None), coordinator
 
 
 def _send_all(producer: Producer, settings: WriteSettings, batches: Iterable[pa.RecordBatch]) -> list:

@@ -54,6 +54,7 @@ class WrittenRecords(WriterCommitMessage):
     attempt: int = -1
     batch_id: int | None = None
     prepared: object = None  # broker.client.PreparedTransaction of an exactly-once task, if any rows
+    coordinator: int | None = None  # its transaction coordinator's node id: the driver skips FindCoordinator
 
     @property
     def total(self) -> int:
@@ -89,10 +90,10 @@ def _write(settings: WriteSettings, iterator, txn: TxnSettings | None = None) ->
             if os.environ.get(TEST_TASK_FAULT_ENV) else None
         write = lambda: write_transaction(settings, iterator, tid, txn.transaction_timeout_ms, hook)  # noqa: E731
     else:
-        write = lambda: (write_batches(settings, iterator), None)  # noqa: E731
+        write = lambda: (write_batches(settings, iterator), None, None)  # noqa: E731
     profile_dir = os.environ.get(PROFILE_DIR_ENV)
-    written, prepared = _profiled(profile_dir, partition_id, write) if profile_dir else write()
-    return WrittenRecords(written, partition_id, attempt, batch_id, prepared)
+    written, prepared, coordinator = _profiled(profile_dir, partition_id, write) if profile_dir else write()
+    return WrittenRecords(written, partition_id, attempt, batch_id, prepared, coordinator)
 
 
 def read_query_id(checkpoint_location: str | None) -> str | None:
@@ -132,6 +133,12 @@ def _txn_settings(options: SinkOptions, prefix: str | None, query_id: str | None
 
 def _prepared(messages) -> list:
     return [m.prepared for m in messages if isinstance(m, WrittenRecords) and m.prepared is not None]
+
+
+def _coordinators(messages) -> dict[str, int]:
+    """Transactional id -> the coordinator node its task found (``Committer.commit``'s hint)."""
+    return {m.prepared.transactional_id: m.coordinator for m in messages
+            if isinstance(m, WrittenRecords) and m.prepared is not None and m.coordinator is not None}
 
 
 def _profiled(profile_dir: str, partition_id: int, fn):
@@ -179,12 +186,13 @@ class PylogWriter(DataSourceArrowWriter):
     def commit(self, messages) -> None:
         if self._txn is not None:
             committer = Committer(self._txn)
-            committer.commit(_prepared(messages), 0, batch_job=True)  # sweeps failed / losing attempts
+            committer.commit(_prepared(messages), 0, batch_job=True,  # sweeps failed / losing attempts
+                             coordinators=_coordinators(messages))
         log.info("pylog batch write committed: %s", _summary(messages))
 
     def abort(self, messages) -> None:
         if self._txn is not None:
-            Committer(self._txn).abort(_prepared(messages))
+            Committer(self._txn).abort(_prepared(messages), _coordinators(messages))
             log.warning("pylog batch write aborted; its transactions aborted: %s", _summary(messages))
             return
         # At-least-once: what the finished tasks sent stays in the log.
@@ -216,7 +224,8 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
         if self._txn is not None:
             started = time.perf_counter()
             committer = Committer(self._txn)
-            committer.commit(_prepared(messages), batchId)  # sweeps failed / losing attempts too
+            committer.commit(_prepared(messages), batchId,  # sweeps failed / losing attempts too
+                             coordinators=_coordinators(messages))
             elapsed_ms = (time.perf_counter() - started) * 1000
             log.info("pylog stream batch %d committed in %.1f ms: %s", batchId, elapsed_ms, _summary(messages))
             times = os.environ.get(COMMIT_TIMES_ENV)
@@ -229,7 +238,7 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages, batchId: int) -> None:
         if self._txn is not None:
-            Committer(self._txn).abort(_prepared(messages))
+            Committer(self._txn).abort(_prepared(messages), _coordinators(messages))
             log.warning("pylog stream batch %d aborted; its transactions aborted: %s", batchId, _summary(messages))
             return
         log.warning("pylog stream batch %d aborted; records already sent stay written: %s",

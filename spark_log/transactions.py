@@ -18,7 +18,7 @@ lingering transactions are not found by probing ids one by one (Flink's Transact
 by ListTransactions (to every broker at once) filtered by the prefix; each lingering one is fenced
 and aborted with an InitProducerId on its id.
 
-The commit log is a compacted topic (``commitLogTopic``, default ``pylog-spark-commits``) on the
+The commit log (``spark_log.commit_log``) is a compacted topic (``commitLogTopic``, default ``pylog-spark-commits``) on the
 sink's cluster, keyed by the prefix: the latest record of a prefix is ``{"batch": n, "state":
 "intent", "transactions": [...], "query": id}`` (``{"batch": n, "state": "done"}`` after a
 roll-forward; a tombstone once a batch job finished). Not the checkpoint directory: a Python DataSource sees the ``checkpointLocation`` only as a path string (when given
@@ -51,37 +51,32 @@ import json
 import logging
 import os
 import queue
-import signal
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from broker.client import ClientConfig, Cluster, Consumer, KafkaError, Producer, PreparedTransaction
+from broker.client import ClientConfig, Cluster, KafkaError, Producer, PreparedTransaction
 from broker.client.coordinator import KEY_TYPE_TRANSACTION
 from broker.client.offsets import LATEST_TIMESTAMP, list_offsets
 from broker.client.txn_admin import TxnAdmin
 from broker.client.txn_requests import TxnCoordinatorClient
 from broker.wire import ErrorCode
+from spark_log.commit_log import DEFAULT_COMMIT_LOG_TOPIC, ensure_topic, read_commit_log, read_commit_log_from
+from spark_log.eos_faults import (TEST_KILL_ENV, TEST_KILL_PGID_ENV, TEST_TASK_FAULT_ENV, test_kill_point,
+                                  test_task_fault)
 
+# The commit log's reader and the test hooks live in spark_log.commit_log / spark_log.eos_faults;
+# named here too, where the sink, recovery and the tests have always imported them from.
 __all__ = ["TxnSettings", "Committer", "transactional_id", "default_prefix", "test_kill_point",
-           "test_task_fault", "read_commit_log", "TEST_KILL_ENV", "TEST_KILL_PGID_ENV", "TEST_TASK_FAULT_ENV", "ONGOING"]
+           "test_task_fault", "read_commit_log", "DEFAULT_COMMIT_LOG_TOPIC", "TEST_KILL_ENV", "TEST_KILL_PGID_ENV",
+           "TEST_TASK_FAULT_ENV", "ONGOING"]
 
 log = logging.getLogger(__name__)
 
 ONGOING = "Ongoing"  # ListTransactions' state name for an open transaction
-DEFAULT_COMMIT_LOG_TOPIC = "pylog-spark-commits"
 COMMIT_THREADS = 8  # EndTxns (one per task) and the sweep of one commit in flight at once
-# Test-only: "<point>[:<batch>]" makes the driver SIGKILL its whole process group at that point
-# of commit (points: before-intent, after-intent, after-first-commit). Read from the environment
-# of the process running the driver-side commit; never set it outside the fault tests.
-TEST_KILL_ENV = "PYLOG_SPARK_TEST_KILL_AT"
-TEST_KILL_PGID_ENV = "PYLOG_SPARK_TEST_KILL_PGID"  # the process group to kill (test-only)
-# Test-only: "<kill|raise>:<batch>:<partition>:<marker file>" makes the first task attempt of that
-# batch and partition that finds no marker file create it and then die (SIGKILL of its Python
-# worker) or raise, after its rows are sent and before it prepares: a worker lost mid-write.
-TEST_TASK_FAULT_ENV = "PYLOG_SPARK_TEST_TASK_FAULT"
 
 
 @dataclass(frozen=True)
@@ -136,44 +131,6 @@ def batch_of(prefix: str, tid: str) -> int | None:
         return None
     number = tid[len(head):].split("-", 1)[0]
     return int(number) if number.isdigit() else None
-
-
-def test_kill_point(point: str, batch_id: int) -> None:
-    """Test-only fault injection (``TEST_KILL_ENV``): SIGKILL this process group, so the Spark
-    driver (the JVM and its Python processes, started in their own session by the test) dies
-    exactly here."""
-    wanted = os.environ.get(TEST_KILL_ENV)
-    if not wanted:
-        return
-    name, _, batch = wanted.partition(":")
-    if name == point and (not batch or int(batch) == batch_id):
-        log.warning("test hook %s: killing the driver's process group at %s of batch %d",
-                    TEST_KILL_ENV, point, batch_id)
-        # Spark runs the commit in a Python process outside the driver's process group: the
-        # test names that group (its driver's session); this process goes down with it.
-        group = os.environ.get(TEST_KILL_PGID_ENV)
-        if group:
-            os.killpg(int(group), signal.SIGKILL)
-        os.killpg(os.getpgid(0), signal.SIGKILL)
-
-
-def test_task_fault(batch_id: int, partition_id: int, producer) -> None:
-    """Test-only fault injection in a task (``TEST_TASK_FAULT_ENV``)."""
-    wanted = os.environ.get(TEST_TASK_FAULT_ENV)
-    if not wanted:
-        return
-    kind, batch, partition, marker = wanted.split(":", 3)
-    if int(batch) != batch_id or int(partition) != partition_id:
-        return
-    try:
-        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        return  # an earlier attempt took the fault
-    os.close(fd)
-    producer.flush()  # the transaction is open at the coordinator and on the partitions
-    if kind == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    raise RuntimeError(f"test hook {TEST_TASK_FAULT_ENV}: injected task failure")
 
 
 # Driver-side clients per (bootstrap, commit topic, security), kept across commits in a reused Python
@@ -263,6 +220,7 @@ class Committer:
         self.settings = settings
         self.phases: dict[str, float] = {}  # ms since the commit began, per step (the bench prints them)
         self._key = (settings.prefix, settings.query_id)  # the _last_done entry: one per query
+        self._coordinators: dict[str, int] = {}  # commit()'s and abort()'s hints: id -> node
 
     def _done_of(self, record: dict | None) -> int:
         """The last batch of *this* query that ``record`` (the prefix's latest) says is done or
@@ -280,12 +238,16 @@ class Committer:
 
     # ------------------------------------------------------------------ commit and abort
 
-    def commit(self, prepared: list[PreparedTransaction], batch_id: int, *, batch_job: bool = False) -> None:
-        """Intent, then EndTxn(commit) for every prepared transaction and the sweep. A batch job
+    def commit(self, prepared: list[PreparedTransaction], batch_id: int, *, batch_job: bool = False,
+               coordinators: dict[str, int] | None = None) -> None:
+        """Intent, then EndTxn(commit) for every prepared transaction and the sweep. ``coordinators``:
+        transactional id -> the coordinator node its task found (EndTxn goes straight there; a
+        stale one costs a FindCoordinator, as without it). A batch job
         (``batch_job``: ``df.write``, never restarted by Spark) writes its intent too, marked
         ``"job": "batch"`` so that ``spark_log.recover`` (run by the next batch job's driver, or
         by hand) can roll it forward after a driver death; its done record is a tombstone: a
         finished batch job needs nothing kept, and compaction drops its key."""
+        self._coordinators = dict(coordinators or {})
         try:
             self._commit(prepared, batch_id, batch_job)
         except Exception:
@@ -295,41 +257,32 @@ class Committer:
     def _commit(self, prepared: list[PreparedTransaction], batch_id: int, batch_job: bool) -> None:
         started = time.perf_counter()
         clients = _clients_for(self.settings)
-        done = -1 if batch_job else self.last_done()
-        if not batch_job and batch_id < done:
-            # Spark replays only the last planned batch: a lower one is a new query's (the
-            # checkpoint was deleted or is used by another query) whose id could not be told.
-            self._end_all(clients, prepared, commit=False)  # nothing of it left open
-            raise RuntimeError(
-                f"the commit log shows batch {done} committed for transactional id prefix "
-                f"{self.settings.prefix}, this query is at batch {batch_id}: the checkpoint at "
-                f"{self.settings.checkpoint_location or '(unknown)'} was deleted or reused by another query; "
-                "set a new 'transactionalIdPrefix' or use a new checkpointLocation")
-        if not batch_job and batch_id == done:
-            # Spark replays a batch whose commit finished but whose checkpoint commit entry was
-            # not written (SPARK-28908): its rows are in the log already, so this run's are not.
-            log.warning("batch %d of %s was committed before: aborting its replay", batch_id, self.settings.prefix)
-            self._end_all(clients, prepared, commit=False)
-            self.abort_lingering()
-            return
-        test_kill_point("before-intent", batch_id)
-        intent = {"batch": batch_id, "state": "intent", "transactions": [p.to_dict() for p in prepared]}
-        if self.settings.query_id is not None:
-            intent["query"] = self.settings.query_id
-        if batch_job:
-            intent["job"] = "batch"
         opened = [p for p in prepared if p.partitions]  # the others never reached a coordinator
-        self._mark(started, "clients")
         rest = opened
         if opened and os.environ.get(TEST_KILL_ENV):  # the fault tests' point between two EndTxns
             rest = opened[1:]
-        # The sweep (failed, killed or losing speculative attempts of this batch: never part of
-        # the intent, so it need not wait for it) keeps this batch's own prepared transactions.
+        # Started first, so their round trips overlap the replay check's and the intent's: the
+        # sweep (failed, killed or losing speculative attempts of this batch: never part of the
+        # intent, so it need not wait for it) keeps this batch's own prepared transactions; the
+        # EndTxn jobs connect to their coordinators and wait for the intent at the gate.
         sweep = clients.pool.submit(self.abort_lingering, [p.transactional_id for p in prepared])
         intent_end = None
         gate = _Gate()
-        ends = self._start_ends(clients, rest, True, gate)  # coordinators looked up during the intent
+        ends = self._start_ends(clients, rest, True, gate)
         try:
+            done = -1 if batch_job else self.last_done()
+            self._mark(started, "checked")
+            if not batch_job and batch_id <= done:
+                gate.open(False)
+                self._refuse_or_drop_replay(clients, prepared, batch_id, done)
+                sweep.result()
+                return
+            test_kill_point("before-intent", batch_id)
+            intent = {"batch": batch_id, "state": "intent", "transactions": [p.to_dict() for p in prepared]}
+            if self.settings.query_id is not None:
+                intent["query"] = self.settings.query_id
+            if batch_job:
+                intent["job"] = "batch"
             if opened:  # nothing to roll forward otherwise
                 intent_end = self._log(clients, intent) + 1
             self._mark(started, "intent")
@@ -356,6 +309,22 @@ class Committer:
         if intent_end is not None or known is not None:
             _last_done[self._key] = (batch_id, intent_end if intent_end is not None else known[1], True)
 
+    def _refuse_or_drop_replay(self, clients: _DriverClients, prepared: list[PreparedTransaction],
+                               batch_id: int, done: int) -> None:
+        """A batch at or below the last done one: its transactions aborted; below, an error."""
+        self._end_all(clients, prepared, commit=False)  # nothing of it left open
+        if batch_id < done:
+            # Spark replays only the last planned batch: a lower one is a new query's (the
+            # checkpoint was deleted or is used by another query) whose id could not be told.
+            raise RuntimeError(
+                f"the commit log shows batch {done} committed for transactional id prefix "
+                f"{self.settings.prefix}, this query is at batch {batch_id}: the checkpoint at "
+                f"{self.settings.checkpoint_location or '(unknown)'} was deleted or reused by another query; "
+                "set a new 'transactionalIdPrefix' or use a new checkpointLocation")
+        # Spark replays a batch whose commit finished but whose checkpoint commit entry was not
+        # written (SPARK-28908): its rows are in the log already, so this run's are not.
+        log.warning("batch %d of %s was committed before: aborting its replay", batch_id, self.settings.prefix)
+
     def last_done(self) -> int:
         """The last batch whose transactions were all committed (-1: none): read from the commit
         log once per process, then kept up to date with the records written since (only a
@@ -366,7 +335,7 @@ class Committer:
         if cached is not None:
             return cached[0]
         # A not-done intent is rolled forward by recover() before any new batch writes.
-        latest, end = _read_commit_log(self.settings, self.settings.prefix)
+        latest, end = read_commit_log_from(self.settings, self.settings.prefix)
         done = self._done_of(latest.get(self.settings.prefix))
         if end is not None:  # the commit log exists
             _last_done[self._key] = (done, end, False)
@@ -381,16 +350,17 @@ class Committer:
         done, known_end, ended_here = cached
         tp = (self.settings.commit_log_topic, 0)
         if list_offsets(clients.cluster, {tp: LATEST_TIMESTAMP})[tp][0] != known_end:
-            latest, end = _read_commit_log(self.settings, self.settings.prefix, start=known_end)
+            latest, end = read_commit_log_from(self.settings, self.settings.prefix, start=known_end)
             if self.settings.prefix in latest:  # another process committed (or began to)
                 last = latest[self.settings.prefix]
                 done, ended_here = self._done_of(last), False
             cached = _last_done[self._key] = (done, known_end if end is None else end, ended_here)
         return cached
 
-    def abort(self, prepared: list[PreparedTransaction]) -> None:
+    def abort(self, prepared: list[PreparedTransaction], coordinators: dict[str, int] | None = None) -> None:
         """EndTxn(abort) for each prepared transaction, then every other open one of the prefix
         (attempts that failed or were killed after they began)."""
+        self._coordinators = dict(coordinators or {})
         try:
             clients = _clients_for(self.settings)
             self._end_all(clients, prepared, commit=False)
@@ -409,18 +379,18 @@ class Committer:
 
     def _start_ends(self, clients: _DriverClients, prepared: list[PreparedTransaction], commit: bool,
                     gate: "_Gate") -> list:
-        """One pool job per transaction: FindCoordinator and connect right away (``commit`` starts
-        these before its intent write, so the lookups are off the critical path), then EndTxn
-        once ``gate`` opens; nothing if it opens closed (the intent write failed)."""
+        """One pool job per transaction: connect to its coordinator right away (the task's, else
+        FindCoordinator; ``commit`` starts these before its intent write, so they are off the
+        critical path), then EndTxn once ``gate`` opens; nothing if it opens closed."""
         def end(p: PreparedTransaction) -> None:
             cluster = clients.borrow()
             try:
-                client = TxnCoordinatorClient(cluster, p.transactional_id)
+                client = TxnCoordinatorClient(cluster, p.transactional_id, self._coordinators.get(p.transactional_id))
                 try:
                     client._coordinator((KEY_TYPE_TRANSACTION, p.transactional_id),
                                         time.monotonic() * 1000 + self.settings.request_timeout_ms)
-                except KafkaError:
-                    pass  # end_txn looks the coordinator up again, with its retries
+                except KafkaError:  # end_txn looks the coordinator up again, with its retries
+                    client = TxnCoordinatorClient(cluster, p.transactional_id)
                 if gate.wait():
                     self._end(clients, p, commit, cluster, client)
             finally:
@@ -433,7 +403,8 @@ class Committer:
         if not p.partitions:
             return  # nothing was added: the transaction never opened at the coordinator
         deadline = time.monotonic() * 1000 + self.settings.request_timeout_ms
-        client = client or TxnCoordinatorClient(cluster or clients.cluster, p.transactional_id)
+        client = client or TxnCoordinatorClient(cluster or clients.cluster, p.transactional_id,
+                                                self._coordinators.get(p.transactional_id))
         try:
             client.end_txn(p.producer_id, p.producer_epoch, commit, deadline)
         except KafkaError as exc:
@@ -491,7 +462,7 @@ class Committer:
             known = cached[0] if cached is not None and cached[2] else None
             last, end = None, None
             if known is None:
-                latest, end = _read_commit_log(self.settings, self.settings.prefix)
+                latest, end = read_commit_log_from(self.settings, self.settings.prefix)
                 last = latest.get(self.settings.prefix)
             # ``done``: this query's last batch (-1 when the record is another query's: its open
             # ones are then left to commit's sweep, as they may be this new query's tasks).
@@ -556,54 +527,8 @@ class Committer:
         return delivery.offset
 
     def _ensure_topic(self) -> None:
-        from broker.client import AdminClient
-
-        with AdminClient(self.settings.bootstrap_servers,
-                         config=self.settings.client_config("pylog-spark-commit-log-admin")) as admin:
-            if self.settings.commit_log_topic in admin.list_topics():
-                return
-            replicas = min(3, len(admin.cluster.refresh(None).brokers))
-            try:
-                admin.create_topics(self.settings.commit_log_topic, 1, replicas,
-                                    {"cleanup.policy": "compact", "min.insync.replicas": str(min(2, replicas))})
-            except KafkaError as exc:
-                if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                    raise
+        ensure_topic(self.settings)
 
     def last_record(self) -> dict | None:
         """The prefix's latest commit-log record, None when the prefix never committed."""
         return read_commit_log(self.settings, self.settings.prefix).get(self.settings.prefix)
-
-
-def read_commit_log(settings: TxnSettings, only_key: str | None = None) -> dict[str, dict | None]:
-    """The latest record per key (prefix) of the commit log, read from the start of its one
-    partition (compaction keeps it short); a tombstone reads as None. ``only_key``: keep only it."""
-    return _read_commit_log(settings, only_key)[0]
-
-
-def _read_commit_log(settings: TxnSettings, only_key: str | None = None,
-                     start: int | None = None) -> tuple[dict[str, dict | None], int | None]:
-    """``read_commit_log`` from ``start`` (None: the beginning), and the end offset it read up to
-    (None: no commit log yet)."""
-    tp = (settings.commit_log_topic, 0)
-    latest: dict[str, dict | None] = {}
-    with Consumer(settings.bootstrap_servers, auto_offset_reset="earliest",
-                  config=settings.client_config("pylog-spark-commit-log-reader")) as consumer:
-        try:
-            end = consumer.end_offsets([tp])[tp]
-        except KafkaError as exc:
-            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                return {}, None
-            raise
-        consumer.assign([tp])
-        if start is None:
-            consumer.seek_to_beginning([tp])
-        else:
-            consumer.seek(tp, start)
-        wanted = None if only_key is None else only_key.encode()
-        while consumer.position(tp) < end:
-            for record in consumer.poll(timeout_ms=1000):
-                if record.key is None or (wanted is not None and record.key != wanted):
-                    continue
-                latest[record.key.decode()] = None if record.value is None else json.loads(record.value)
-    return latest, end
