@@ -5,6 +5,7 @@ options. The oracle (``eos_support``) reads the output under read_committed."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,10 @@ def copy_stream(spark, bootstrap: str, source_topic: str, sink_topic: str, check
     assert query.exception() is None, query.exception()
 
 
-def test_stream_copy_restart_and_replay_write_each_record_once(spark, txn_cluster, tmp_path):
+def test_stream_copy_restart_replay_and_new_query_write_each_record_once(spark, txn_cluster, tmp_path):
+    """A copy, a restart from the checkpoint with a replayed batch, then "delete the checkpoint
+    and start over": a new query with new input at the same path (same transactional id prefix,
+    batch 0 again, a new query id). Every record of all of them once under read_committed."""
     bootstrap = txn_cluster.bootstrap
     source_topic, sink_topic = create_topic(bootstrap, unique("src"), 2), create_topic(bootstrap, unique("out"), 2)
     checkpoint = str(tmp_path / "ck")
@@ -64,6 +68,15 @@ def test_stream_copy_restart_and_replay_write_each_record_once(spark, txn_cluste
     produce_keyed(bootstrap, source_topic, 500, start=1000)
     copy_stream(spark, bootstrap, source_topic, sink_topic, checkpoint)
     check_exactly_once(bootstrap, sink_topic, 1500)
+    # The checkpoint deleted, a new query at its path: its batch 0 (below the old query's last)
+    # is not a replay (before 6b0017b it was aborted as one: its rows silently lost).
+    old_query = read_query_id(checkpoint)
+    shutil.rmtree(checkpoint)
+    second = create_topic(bootstrap, unique("src-b"), 2)
+    produce_keyed(bootstrap, second, 300, start=1500)  # the next 300 of each key's sequence
+    copy_stream(spark, bootstrap, second, sink_topic, checkpoint)
+    assert Committer(settings).last_record()["query"] == read_query_id(checkpoint) != old_query
+    check_exactly_once(bootstrap, sink_topic, 1800)
     assert open_transactions(bootstrap, default_prefix(checkpoint)) == []
     assert lso_at_hw(bootstrap, sink_topic)
 
