@@ -104,9 +104,7 @@ def security_from_properties(props: Mapping[str, str], listener_names: list[str]
     if listeners[inter_name].uses_sasl and inter_mechanism not in listeners[inter_name].mechanisms:
         raise ValueError(f"sasl.mechanism.inter.broker.protocol={inter_mechanism} is not enabled on "
                          f"{inter_name} ({','.join(listeners[inter_name].mechanisms)})")
-    for prefix_key in props:
-        if prefix_key.startswith("listener.name."):
-            known.add(prefix_key)
+    known.update(key for key in props if key in _listener_keys(listener_names))
     config = SecurityConfig(
         listeners=MappingProxyType(listeners),
         inter_broker_listener_name=inter_name,
@@ -116,6 +114,20 @@ def security_from_properties(props: Mapping[str, str], listener_names: list[str]
         sasl_server_max_receive_size_bytes=_int(get, "sasl.server.max.receive.size", 524_288, 1),
     )
     return config, known
+
+
+def _listener_keys(listener_names: list[str]) -> set[str]:
+    """The ``listener.name.<l>.`` keys ``_listener`` reads: any other one (a typo, a listener not
+    in ``listeners``, a key that has no per-listener form here) is reported unknown, not dropped
+    in silence."""
+    keys = set()
+    for name in listener_names:
+        prefix = f"listener.name.{name.lower()}."
+        keys.update(prefix + key for key in (*_SSL_KEYS, "sasl.enabled.mechanisms"))
+        for mechanism in SERVER_MECHANISMS:
+            keys.update((f"{prefix}{mechanism.lower()}.sasl.jaas.config",
+                         f"{prefix}{mechanism.lower()}.connections.max.reauth.ms"))
+    return keys
 
 
 def _listener(name: str, protocol: str, props, get, mechanisms: tuple[str, ...], reauth_ms: int) -> ListenerSecurity:
