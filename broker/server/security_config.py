@@ -104,7 +104,7 @@ def security_from_properties(props: Mapping[str, str], listener_names: list[str]
     if listeners[inter_name].uses_sasl and inter_mechanism not in listeners[inter_name].mechanisms:
         raise ValueError(f"sasl.mechanism.inter.broker.protocol={inter_mechanism} is not enabled on "
                          f"{inter_name} ({','.join(listeners[inter_name].mechanisms)})")
-    known.update(key for key in props if key in _listener_keys(listener_names))
+    known.update(_listener_keys(listener_names).intersection(props))
     config = SecurityConfig(
         listeners=MappingProxyType(listeners),
         inter_broker_listener_name=inter_name,
