@@ -104,10 +104,8 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """One broker and its ZooKeeper, started by `pylog cluster up`; `down` at the end. The last
-    test takes it down and up again (with its data); a ZooKeeper session of 6 s bounds how long
-    that test's killed broker waits for its old session to expire."""
-    c = Cluster(tmp_path_factory.mktemp("cluster") / "c", "--set", "zookeeper.session.timeout.ms=6000")
+    """One broker and its ZooKeeper, started by `pylog cluster up`; `down` at the end."""
+    c = Cluster(tmp_path_factory.mktemp("cluster") / "c")
     c.started = ok(c.up())
     try:
         yield c
@@ -177,8 +175,16 @@ def test_produce_lines_from_stdin_and_consume_them_back(cluster, acks):
     assert cluster.consume(topic, 200) == lines
 
 
+def test_down_stops_everything_and_up_restarts_with_the_data(tmp_path):
+    c = Cluster(tmp_path / "c", "--set", "zookeeper.session.timeout.ms=6000")
+    try:
+        _down_and_up_again(c)
+    finally:
+        c.down()
+
+
 def _down_and_up_again(c: Cluster) -> None:
-    ok(c.up())  # already up: starts nothing
+    ok(c.up())
     assert "zookeeper.session.timeout.ms=6000" in (c.dir / "config" / "server-0.properties").read_text()
     ok(pylog("topics", "create", "--bootstrap-server", c.bootstrap, "--topic", "kept", "--partitions", "2"))
     first = [f"before restart {i}" for i in range(50)]
@@ -362,9 +368,3 @@ def test_up_security_prints_settings_a_client_logs_in_with(tmp_path):
         assert not answers_api_versions("127.0.0.1", c.port, timeout_s=2.0)  # plaintext on the TLS port
     finally:
         ok(c.down())
-
-
-def test_down_stops_everything_and_up_restarts_with_the_data(cluster):
-    """On the module's cluster, so it runs last (pytest keeps file order): one `cluster up` (a
-    ZooKeeper JVM and a broker) fewer than a cluster of its own."""
-    _down_and_up_again(cluster)
