@@ -400,8 +400,7 @@ class _Connection(asyncio.Protocol):
             self._pending.append(request)
             if self._start is None or self._unstarted:
                 self._unstarted += 1  # a later request may start inline only after this one did
-                request.task = self._loop.create_task(self._serve(request, self._server._handler.handle(frame)),
-                                                      context=self._context)
+                request.task = self._loop.create_task(self._serve(request, frame), context=self._context)
             else:
                 self._start_inline(request, frame)
         if position:
@@ -432,13 +431,14 @@ class _Connection(asyncio.Protocol):
         if not self._closing and not self._stopped:
             self._take_frames()
 
-    async def _serve(self, request: "_Request", answer) -> None:
-        """Await one request's handler (``handle(frame)``, or what ``start`` returned); if it is
-        the oldest one pending, write its response (and any finished after it) from here, in
-        this task's step, not from a done-callback one event-loop iteration later."""
+    async def _serve(self, request: "_Request", frame: bytes | None, answer=None) -> None:
+        """Await one request's handler: ``handle(frame)``, called here, in the task's first step
+        (a ``handle`` may read connection state an earlier request sets: SASL's phase), or what
+        ``start`` returned. If it is the oldest one pending, write its response (and any
+        finished after it) from here, not from a done-callback one loop iteration later."""
         self._unstarted -= 1
         try:
-            request.response = await answer
+            request.response = await (self._server._handler.handle(frame) if answer is None else answer)
         except BaseException as exc:  # noqa: BLE001 - cancellation is re-raised by _failed
             request.response = self._failed(exc)
         self._finished(request)
@@ -466,7 +466,7 @@ class _Connection(asyncio.Protocol):
                                      context=self._context)
         else:
             self._unstarted += 1
-            request.task = self._loop.create_task(self._serve(request, answer), context=self._context)
+            request.task = self._loop.create_task(self._serve(request, None, answer), context=self._context)
 
     def _resolved(self, request: "_Request", finish, future: asyncio.Future) -> None:
         if future.cancelled():

@@ -135,6 +135,36 @@ def test_small_offset_commits_count_as_an_eighth_of_a_request():
     assert run_frames(commits[:17] + [big_commit] + commits[17:27]) == 18  # 17 eighths + 8 >= 24: stop
 
 
+def test_a_plain_handle_is_called_after_the_earlier_requests_started():
+    """``handle`` may be a plain function reading connection state the previous request set
+    (the SASL authenticator's phase): it is called in the request's task, in order."""
+    log = []
+
+    class PlainHandle:
+        def handle(self, frame):
+            log.append(("called", frame))
+            return self._run(frame)
+
+        async def _run(self, frame):
+            log.append(("ran", frame))
+            return frame
+
+    async def main():
+        server = KafkaServer(PlainHandle(), "127.0.0.1", 0, NetworkLimits())
+        await server.start()
+        try:
+            reader, writer = await connect(server)
+            writer.write(frame(b"a") + frame(b"b"))
+            got = [await read_frame(reader) for _ in range(2)]
+            writer.close()
+            return got
+        finally:
+            await server.close()
+
+    assert asyncio.run(main()) == [b"a", b"b"]
+    assert log == [("called", b"a"), ("ran", b"a"), ("called", b"b"), ("ran", b"b")]
+
+
 def test_handler_failure_closes_connection_after_earlier_responses():
     async def scenario(server, handler):
         reader, writer = await connect(server)
