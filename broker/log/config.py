@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-__all__ = ["LogConfig", "INT32_MAX", "INT64_MAX", "CLEANUP_POLICIES", "TIMESTAMP_TYPES",
+__all__ = ["LogConfig", "BROKER_KEYS", "INT32_MAX", "INT64_MAX", "CLEANUP_POLICIES", "TIMESTAMP_TYPES",
            "parse_cleanup_policy"]
 
 INT32_MAX = (1 << 31) - 1
@@ -82,6 +82,9 @@ _BROKER_KEYS: dict[str, tuple[tuple[str, int], ...]] = {
     "message_timestamp_after_max_ms": (("log.message.timestamp.after.max.ms", 1),),
     "file_delete_delay_ms": (("log.segment.delete.delay.ms", 1),),
 }
+
+# Every broker key LogConfig reads (the broker's config reports any other ``log.*`` key unknown).
+BROKER_KEYS = frozenset(key for keys in _BROKER_KEYS.values() for key, _ in keys)
 
 _TOPIC_KEYS: dict[str, str] = {
     "segment_bytes": "segment.bytes",

@@ -3,8 +3,9 @@
 An invalid value stops the broker before it binds a port, with a message that names the key, the
 value and what is valid (``ConfigError``). Unknown keys are kept and reported as warnings, as
 Kafka does ("was supplied but isn't a known config"), so a Kafka config file works unchanged.
-Keys starting with ``log.`` belong to ``LogConfig`` (``broker.log``), which validates the ones it
-knows; ``message.max.bytes`` is read by both.
+The per-log keys (``log.retention.hours``, ``log.segment.bytes``, ...) belong to ``LogConfig``
+(``broker.log``), which validates them; ``message.max.bytes`` is read by both. A ``log.*`` key
+neither reads is unknown like any other.
 
 The log cleaner's broker-wide settings are Kafka's ``log.cleaner.*`` (``log.cleaner.enable``,
 ``.threads``, ``.dedupe.buffer.size``, ``.io.buffer.size``, ``.io.max.bytes.per.second``,
@@ -47,6 +48,7 @@ from broker.coordinator.group.effects import GroupSettings  # not .core: it load
 from broker.coordinator.txn.effects import TxnSettings  # not .core: it loads numba through the group coordinator
 from broker.auth.config import AuthorizerConfig, authorizer_from_properties
 from broker.log import LogConfig
+from broker.log.config import BROKER_KEYS as LOG_BROKER_KEYS
 from broker.server.security_config import SecurityConfig, security_from_properties
 from broker.metrics.config import MetricsConfig
 
@@ -296,7 +298,11 @@ class BrokerConfig:
 
 
 def _unknown(props: Mapping[str, str], known: set[str]) -> tuple[str, ...]:
-    return tuple(sorted(k for k in props if k not in known and not k.startswith("log.")))
+    """Keys nothing reads: not this config's, not ``LogConfig``'s (so a typo such as
+    ``log.retention.hour`` is reported, as Kafka does), and not ``log.dir`` (read only when
+    ``log.dirs`` is absent)."""
+    read = known | LOG_BROKER_KEYS | {"log.dir"}
+    return tuple(sorted(k for k in props if k not in read))
 
 
 def _internal_topics(p: "_Reader") -> InternalTopicsConfig:

@@ -84,9 +84,16 @@ def test_ipv6_listener():
 
 
 def test_log_dir_fallback_and_unknown_keys():
-    c = BrokerConfig.from_properties({**BASE, "log.dir": "/x", "no.such.key": "1", "log.whatever": "2"})
+    c = BrokerConfig.from_properties({**BASE, "log.dir": "/x", "no.such.key": "1", "log.whatever": "2",
+                                      "log.retention.hour": "1", "log.retention.hours": "1"})
     assert c.log_dirs == (Path("/x"),)
-    assert c.unknown_keys == ("no.such.key",)
+    # a log.* typo is reported like any other unknown key; a log key LogConfig reads is not
+    assert c.unknown_keys == ("log.retention.hour", "log.whatever", "no.such.key")
+
+
+def test_log_dir_is_known_when_log_dirs_wins():
+    c = BrokerConfig.from_properties({**BASE, "log.dirs": "/a", "log.dir": "/x"})
+    assert c.log_dirs == (Path("/a"),) and c.unknown_keys == ()
 
 
 @pytest.mark.parametrize("key, value", [
