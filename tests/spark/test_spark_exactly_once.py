@@ -116,6 +116,19 @@ def test_a_replay_is_aborted_in_a_worker_that_committed_an_earlier_batch(txn_clu
     assert open_transactions(bootstrap, prefix) == []
 
 
+def test_a_stale_coordinator_in_a_commit_message_costs_a_lookup_not_the_batch(txn_cluster):
+    """The driver's EndTxn starts at the coordinator node the task found (its commit message);
+    a node the cluster no longer has (99 here) falls back to FindCoordinator."""
+    bootstrap = txn_cluster.bootstrap
+    out = create_topic(bootstrap, unique("hint-out"), 1)
+    prefix = unique("pylog-spark-hint")
+    tid = transactional_id(prefix, 0, 0, 0, 1)
+    Committer(TxnSettings(prefix, 60_000, DEFAULT_COMMIT_LOG_TOPIC, bootstrap)).commit(
+        [_prepared(bootstrap, out, tid, b"v")], 0, coordinators={tid: 99})
+    assert [v for _, v in read_committed(bootstrap, out)] == [b"v"]
+    assert open_transactions(bootstrap, prefix) == []
+
+
 def test_a_new_query_reusing_a_checkpoint_path_is_not_a_replay(txn_cluster, tmp_path):
     """A checkpoint deleted and a new query started at the same path: same prefix, a new query id
     (``<checkpoint>/metadata``), batches from 0 again. Its batches are written, not aborted as
