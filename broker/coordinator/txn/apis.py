@@ -1,5 +1,13 @@
-"""The transaction APIs on the core's state (Kafka's ``TransactionCoordinator``, transaction
-version 0: the epoch is bumped by InitProducerId and by fencing, not per transaction).
+"""The transaction APIs on the core's state (Kafka's ``TransactionCoordinator``).
+
+When the producer epoch is bumped: always by InitProducerId (a new producer id instead once the
+epoch is exhausted) and by fencing (a timed-out transaction's abort, an InitProducerId that
+finds one ongoing). Per transaction only at
+transaction version 2: an EndTxn v5+ from the client writes its commit or abort at the next
+epoch, which the markers carry and the answer hands to the producer (``end_transaction``,
+``TxnMetadata.prepare_end``); from an exhausted epoch that bump reaches the last one and, once
+the markers are written, the producer continues under a new producer id at epoch 0. An EndTxn
+v0-4 (transaction versions 0 and 1) ends the transaction at its own epoch: no bump.
 
 Every handler checks in Kafka's order and answers with Kafka's error codes; a change is prepared
 on the metadata (``pending``), written, and answered from the write's outcome (see ``state``).
