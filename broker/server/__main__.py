@@ -77,7 +77,7 @@ async def _serve(config: BrokerConfig) -> None:
 
 
 def freeze_imported_heap() -> None:
-    """Leave what the imports built (modules, classes, functions: ~250 k objects) out of every
+    """Leave what the imports built (modules, classes, functions: ~130 k objects) out of every
     later garbage collection: none of it becomes garbage while the broker runs, and each full
     collection walked all of it. The broker's short-lived objects (a pipelined commit's request,
     effects and answer live a few loop iterations) keep reaching the oldest generation, so full
