@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,7 @@ PAIRINGS = [(connector, broker) for connector in CONNECTORS for broker in BROKER
 PARTITIONS = 3
 MAX_OFFSETS_PER_TRIGGER = 10
 QUERY_TIMEOUT_S = 120.0  # a deadline, not a wait: AvailableNow queries end by themselves
+PARALLEL_JOBS = 2  # pairings run side by side in the one SparkSession
 
 # The job's input: (key, value, partition, headers). Even rows and the null-key row name their
 # partition; the other rows leave it null, so the producer's partitioner places them (murmur2 of
@@ -233,15 +235,20 @@ def outcomes(spark, peers, tmp_path_factory):
     if not session_helpers.has_kafka_connector(spark):
         pytest.fail(f"Spark's Kafka connector is not on the session's classpath: {session_helpers.INSTALL_HINT}")
     by_name = {peer.name: peer for peer in peers}
-    results = {}
-    for connector, broker in PAIRINGS:
+
+    def run(pairing):
+        connector, broker = pairing
         try:
-            results[connector, broker] = run_job(spark, connector, by_name[broker],
-                                                 tmp_path_factory.mktemp(f"spark-{connector}-{broker}"))
-            print(f"connector={connector} broker={broker}: {results[connector, broker].seconds}")
+            outcome = run_job(spark, connector, by_name[broker], tmp_path_factory.mktemp(f"spark-{connector}-{broker}"))
+            print(f"connector={connector} broker={broker}: {outcome.seconds}")
+            return outcome
         except Exception as error:  # reported by the tests of that pairing
-            results[connector, broker] = error
-    return results
+            return error
+
+    # Two jobs at a time (local[2]): each pairing has its own topics, checkpoints and query names,
+    # and much of a job is waiting on a broker, so one job's waits overlap another's work.
+    with ThreadPoolExecutor(max_workers=PARALLEL_JOBS) as pool:
+        return dict(zip(PAIRINGS, pool.map(run, PAIRINGS)))
 
 
 def outcome_of(outcomes, pairing) -> JobOutcome:
