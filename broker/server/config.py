@@ -162,6 +162,7 @@ class BrokerConfig:
     log: LogConfig = field(default_factory=LogConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)  # metrics.* (broker/metrics)
     unknown_keys: tuple[str, ...] = ()
+    known_keys: frozenset[str] = frozenset()  # every key this config reads (the others are unknown)
     properties: Mapping[str, str] = field(default_factory=dict)  # as given, for DescribeConfigs
 
     @property
@@ -294,15 +295,11 @@ class BrokerConfig:
         _check_replication(config)
         _check_cleaner(config)
         _check_groups(config)
-        return replace(config, unknown_keys=_unknown(props, p.known))
-
-
-def _unknown(props: Mapping[str, str], known: set[str]) -> tuple[str, ...]:
-    """Keys nothing reads: not this config's, not ``LogConfig``'s (so a typo such as
-    ``log.retention.hour`` is reported, as Kafka does), and not ``log.dir`` (read only when
-    ``log.dirs`` is absent)."""
-    read = known | LOG_BROKER_KEYS | {"log.dir"}
-    return tuple(sorted(k for k in props if k not in read))
+        # Unknown keys are those nothing reads: not this config's, not ``LogConfig``'s (so a typo
+        # such as ``log.retention.hour`` is reported, as Kafka does), and not ``log.dir`` (read
+        # only when ``log.dirs`` is absent).
+        known = frozenset(p.known | LOG_BROKER_KEYS | {"log.dir"})
+        return replace(config, unknown_keys=tuple(sorted(k for k in props if k not in known)), known_keys=known)
 
 
 def _internal_topics(p: "_Reader") -> InternalTopicsConfig:

@@ -288,11 +288,46 @@ def describe_broker_configs(broker: BrokerConfig) -> list[ConfigEntry]:
         ("transaction.state.log.load.buffer.size", broker.transaction_state_log_load_buffer_size_bytes, TYPE_INT),
         ("transaction.partition.verification.enable",
          str(broker.transaction_partition_verification_enable).lower(), TYPE_BOOLEAN),
+        *_read_at_start(broker),
     ]
     return [
         ConfigEntry(name, str(value),
                     SOURCE_STATIC_BROKER if name in broker.properties else SOURCE_DEFAULT, config_type)
         for name, value, config_type in values
+    ]
+
+
+def _read_at_start(broker: BrokerConfig) -> list[tuple[str, object, int]]:
+    """Keys the broker reads only when it starts: listed so that AlterConfigs refuses them as
+    Kafka refuses a non-dynamic key, rather than storing a value that is never applied. Not
+    listed (refused all the same, ``static_broker_keys``): the listener and SASL mechanism keys
+    (``listener.security.protocol.map``, ``inter.broker.listener.name``,
+    ``security.inter.broker.protocol``, ``sasl.enabled.mechanisms``,
+    ``sasl.mechanism.inter.broker.protocol``), whose defaults pylog derives differently from
+    Kafka's (no GSSAPI, no KRaft CONTROLLER listener)."""
+    topics, security, auth, metrics = broker.internal_topics, broker.security, broker.authorizer, broker.metrics
+    return [
+        ("offsets.topic.num.partitions", topics.offsets_topic_num_partitions, TYPE_INT),
+        ("offsets.topic.replication.factor", topics.offsets_topic_replication_factor, TYPE_SHORT),
+        ("offsets.topic.segment.bytes", topics.offsets_topic_segment_bytes, TYPE_INT),
+        ("transaction.state.log.num.partitions", topics.transaction_state_log_num_partitions, TYPE_INT),
+        ("transaction.state.log.replication.factor", topics.transaction_state_log_replication_factor, TYPE_SHORT),
+        ("transaction.state.log.min.isr", topics.transaction_state_log_min_isr, TYPE_INT),
+        ("transaction.state.log.segment.bytes", topics.transaction_state_log_segment_bytes, TYPE_INT),
+        ("quota.window.num", broker.quota_window_num, TYPE_INT),
+        ("quota.window.size.seconds", broker.quota_window_size_seconds, TYPE_INT),
+        ("replication.quota.window.num", broker.replication_quota_window_num, TYPE_INT),
+        ("replication.quota.window.size.seconds", broker.replication_quota_window_size_seconds, TYPE_INT),
+        ("metrics.port", metrics.port, TYPE_INT),
+        ("metrics.host", metrics.host, TYPE_STRING),
+        ("metrics.snapshot.interval.ms", metrics.snapshot_interval_ms, TYPE_INT),
+        ("metrics.lag.interval.ms", metrics.lag_interval_ms, TYPE_INT),
+        ("authorizer.class.name", auth.class_name, TYPE_STRING),
+        ("super.users", ";".join(auth.super_users), TYPE_STRING),
+        ("allow.everyone.if.no.acl.found", str(auth.allow_everyone_if_no_acl_found).lower(), TYPE_BOOLEAN),
+        ("connections.max.reauth.ms", security.connections_max_reauth_ms, TYPE_LONG),
+        ("authentication.timeout.ms", security.authentication_timeout_ms, TYPE_INT),
+        ("sasl.server.max.receive.size", security.sasl_server_max_receive_size_bytes, TYPE_INT),
     ]
 
 

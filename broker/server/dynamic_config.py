@@ -6,9 +6,10 @@ the cluster default ``/config/brokers/<default>``, then its own ``/config/broker
 ``DynamicBrokerConfig`` order). Only keys the broker applies without a restart are accepted:
 the log defaults every topic inherits (``log.retention.ms``, ``log.segment.bytes``,
 ``log.cleanup.policy``, ``message.max.bytes``, ...), ``min.insync.replicas``, and the
-replication throttles (``leader/follower.replication.throttled.rate``, bytes/s). Any other broker
-key is refused with Kafka's words, and nothing of that resource is written; a key no broker knows
-is kept, as Kafka keeps it. Unlike Kafka 4 (KRaft, where ELR forbids it), a broker-level
+replication throttles (``leader/follower.replication.throttled.rate``, bytes/s). Any other key the
+broker reads (``offsets.topic.num.partitions``, ``super.users``, ...: it reads them only at start)
+is refused with Kafka's words ("Cannot update these configs dynamically"), and nothing of that
+resource is written; a key no broker knows is kept, as Kafka keeps it. Unlike Kafka 4 (KRaft, where ELR forbids it), a broker-level
 ``min.insync.replicas`` may change: pylog is ZooKeeper mode, where Kafka allows it.
 
 A topic's change is checked as CreateTopics checks its configs (``config_entries``), over the
@@ -46,7 +47,7 @@ DYNAMIC_BROKER_KEYS = frozenset({
     "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
     "log.cleaner.delete.retention.ms", "log.cleanup.policy", "log.cleaner.min.cleanable.ratio",
     "log.message.timestamp.type", "log.message.timestamp.before.max.ms",
-    "log.message.timestamp.after.max.ms", "min.insync.replicas", *THROTTLE_RATE_KEYS,
+    "log.message.timestamp.after.max.ms", "log.segment.delete.delay.ms", "min.insync.replicas", *THROTTLE_RATE_KEYS,
 })
 
 
@@ -147,12 +148,15 @@ def check_broker_change(levels: DynamicBrokerConfigs, entity: str, new: Mapping[
 
 @functools.cache
 def static_broker_keys() -> frozenset[str]:
-    """Every broker key pylog knows (those DescribeConfigs lists, and their synonyms)."""
+    """Every broker key pylog knows: those DescribeConfigs lists, their synonyms, and every key
+    ``BrokerConfig`` reads (so a key read only at start is refused by AlterConfigs, not stored
+    and never applied)."""
     from broker.server.config_entries import describe_broker_configs, describe_topic_configs
 
     bare = BrokerConfig.from_properties({"broker.id": "0", "zookeeper.connect": "localhost:2181"})
     keys = {e.name for e in describe_broker_configs(bare)}
     keys |= {e.synonym[0] for e in describe_topic_configs({}, bare) if e.synonym is not None}
+    keys |= bare.known_keys
     return frozenset(keys | DYNAMIC_BROKER_KEYS | {"num.io.threads", "num.network.threads", "log.dir"})
 
 

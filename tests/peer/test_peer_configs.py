@@ -94,7 +94,8 @@ def test_kafka_configs_alters_a_topic_alike(peers):
     ["--entity-type", "brokers", "--entity-name", "1", "--alter", "--add-config", "num.partitions=3"],
     ["--entity-type", "brokers", "--entity-name", "1", "--alter", "--add-config",
      "leader.replication.throttled.rate=-5"],
-], ids=["unknown-key", "unknown-topic", "static-broker-key", "negative-throttle"])
+    ["--entity-type", "brokers", "--entity-default", "--alter", "--add-config", "offsets.topic.num.partitions=3"],
+], ids=["unknown-key", "unknown-topic", "static-broker-key", "negative-throttle", "start-only-key-at-default"])
 def test_kafka_configs_refuses_bad_input_alike(peers, args):
     topic = unique_topic("configs-bad")
     for peer in peers:

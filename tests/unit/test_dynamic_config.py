@@ -4,7 +4,7 @@ change without a restart, the three levels of broker configuration and their syn
 import pytest
 
 from broker.log import LogConfig
-from broker.server.config_entries import describe_topic_configs
+from broker.server.config_entries import describe_broker_configs, describe_topic_configs
 from broker.server.config_synonyms import (
     SOURCE_DYNAMIC_BROKER,
     SOURCE_DYNAMIC_DEFAULT_BROKER,
@@ -13,6 +13,7 @@ from broker.server.config_synonyms import (
 )
 from broker.server.dynamic_config import (
     DEFAULT_BROKER,
+    DYNAMIC_BROKER_KEYS,
     ConfigChangeError,
     DynamicBrokerConfigs,
     apply_incremental,
@@ -68,6 +69,30 @@ def test_broker_change_only_for_dynamic_keys_with_valid_values():
         assert err.value.error_code == ErrorCode.INVALID_REQUEST, bad
     with pytest.raises(ConfigChangeError, match=r"Set\(num.partitions\)"):
         check_broker_change(levels, "1", {"num.partitions": "3"})
+
+
+def test_every_key_read_only_at_start_is_refused_and_described():
+    """A key the broker reads but does not apply while running (offsets.topic.*, quota.window.*,
+    super.users, ...) is refused at either level, as Kafka refuses a non-dynamic key, instead of
+    being stored and never applied; DescribeConfigs lists each of them."""
+    levels = DynamicBrokerConfigs(STATIC)
+    config = levels.broker_config()
+    fixed = sorted(config.known_keys - DYNAMIC_BROKER_KEYS)
+    for key in ("offsets.topic.num.partitions", "transaction.state.log.min.isr", "quota.window.num",
+                "metrics.port", "super.users", "log.cleaner.threads"):
+        assert key in fixed
+    for key in fixed:
+        for entity in ("1", DEFAULT_BROKER):
+            with pytest.raises(ConfigChangeError) as err:
+                check_broker_change(levels, entity, {key: "1"})
+            assert err.value.error_code == ErrorCode.INVALID_REQUEST, key
+            assert err.value.message == f"Cannot update these configs dynamically: Set({key})"
+    described = {e.name for e in describe_broker_configs(config)}
+    # log.dirs is log.dir's described synonym; pylog derives the listener/SASL defaults unlike Kafka
+    assert set(fixed) - described == {"log.dir", "listener.security.protocol.map", "inter.broker.listener.name",
+                                      "security.inter.broker.protocol", "sasl.enabled.mechanisms",
+                                      "sasl.mechanism.inter.broker.protocol"}
+    check_broker_change(levels, DEFAULT_BROKER, {"log.segment.delete.delay.ms": "1000"})  # dynamic in Kafka too
 
 
 def test_levels_per_broker_over_default_over_static_with_synonyms():

@@ -484,7 +484,8 @@ def test_describe_configs(tmp_path):
         request = {"resources": [
             {"resource_type": 2, "resource_name": "t", "configuration_keys": None},
             {"resource_type": 2, "resource_name": "nope", "configuration_keys": None},
-            {"resource_type": 4, "resource_name": "1", "configuration_keys": ["num.partitions", "broker.id"]},
+            {"resource_type": 4, "resource_name": "1", "configuration_keys": [
+                "num.partitions", "broker.id", "offsets.topic.num.partitions", "log.retention.ms"]},
             {"resource_type": 4, "resource_name": "2", "configuration_keys": None},
         ], "include_synonyms": True}
         results = run(h.call(DESCRIBE, 4, request)).results
@@ -496,8 +497,11 @@ def test_describe_configs(tmp_path):
         # log.retention.hours entries before it are dropped (ConfigHelper.configSynonyms).
         assert (topic["retention.ms"].synonyms, topic["retention.ms"].config_source) == ([], 5)
         assert results[1].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        assert {c.name: (c.value, c.config_source) for c in results[2].configs} == {
-            "broker.id": ("1", 4), "num.partitions": ("1", 5)}
+        # a key read only at start is listed, read-only (as Kafka); a dynamic log default is not read-only
+        assert {c.name: (c.value, c.config_source, c.read_only) for c in results[2].configs} == {
+            "broker.id": ("1", 4, True), "num.partitions": ("1", 5, True),
+            "offsets.topic.num.partitions": ("50", 5, True), "log.retention.ms": (None, 5, False)}
+        assert not any(c.read_only for c in results[0].configs)  # topic configs never are
         assert results[3].error_code == ErrorCode.INVALID_REQUEST
         v0 = run(h.call(DESCRIBE, 0, {"resources": request["resources"][:1]})).results[0]
         assert {c.name: c.is_default for c in v0.configs}["segment.bytes"] is False

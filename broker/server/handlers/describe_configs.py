@@ -1,6 +1,6 @@
 """DescribeConfigs (key 32), v0-4: topic configs (overrides over broker values over defaults)
 and this broker's own configuration, with Kafka's names (KIP-133, KIP-226 sources, KIP-569
-types). ``configuration_keys`` (null = all) filters the entries. A broker resource must name this
+types); a broker key is read-only unless AlterConfigs may change it (``DYNAMIC_BROKER_KEYS``). ``configuration_keys`` (null = all) filters the entries. A broker resource must name this
 broker (its id as a string, or "" for the cluster-wide default: then only what the default
 ``/config/brokers/<default>`` sets, as Kafka); any other is INVALID_REQUEST. Sources and synonyms
 include the dynamic levels (``config_changes``).
@@ -29,7 +29,7 @@ from broker.server.config_synonyms import (
     topic_synonyms,
 )
 from broker.server.context import BrokerContext
-from broker.server.dynamic_config import static_broker_keys
+from broker.server.dynamic_config import DYNAMIC_BROKER_KEYS, static_broker_keys
 from broker.server.logger_levels import RESOURCE_BROKER_LOGGER, loggers
 from broker.wire import ApiKey, DescribeConfigsResponse, ErrorCode
 
@@ -72,8 +72,11 @@ def _describe(ctx: BrokerContext, resource, include_synonyms: bool):
     keys = resource.configuration_keys
     if keys is not None:
         entries = [(e, chain) for e, chain in entries if e.name in set(keys)]
+    # Kafka: a broker key is read-only unless it may change without a restart; topic keys never are
     return _Result(error_code=ErrorCode.NONE, error_message=None, resource_type=kind, resource_name=name,
-                   configs=[_entry(e, chain, include_synonyms) for e, chain in entries])
+                   configs=[_entry(e, chain, include_synonyms,
+                                   read_only=kind == RESOURCE_BROKER and e.name not in DYNAMIC_BROKER_KEYS)
+                            for e, chain in entries])
 
 
 def _logger_levels(ctx: BrokerContext, resource):
@@ -118,12 +121,12 @@ def _broker_entries(ctx: BrokerContext, levels, per_broker: bool) -> list:
     return entries
 
 
-def _entry(entry: ConfigEntry, chain: list, include_synonyms: bool):
+def _entry(entry: ConfigEntry, chain: list, include_synonyms: bool, read_only: bool = False):
     """KIP-226 synonyms, most specific first, and the source they give the entry (Kafka's
     rules: config_synonyms.py)."""
     source = source_of(chain)
     synonyms = [_Synonym(name=n, value=v, source=s) for n, v, s in chain] if include_synonyms else []
-    return _Entry(name=entry.name, value=entry.value, read_only=False, config_source=source,
+    return _Entry(name=entry.name, value=entry.value, read_only=read_only, config_source=source,
                   is_default=source == SOURCE_DEFAULT, is_sensitive=entry.config_type == TYPE_PASSWORD,
                   synonyms=synonyms,
                   config_type=entry.config_type, documentation=None)
