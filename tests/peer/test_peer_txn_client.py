@@ -5,8 +5,9 @@ consume-transform-produce loop with ``send_offsets_to_transaction`` (KIP-447 gro
 subscribed consumer), and the KIP-939-style prepare/complete mode with the preparing process
 SIGKILLed and the transaction completed by another producer.
 
-Every wait is on a condition with a deadline. Each test runs on both systems (pylog's side was
-xfail until its transaction coordinator and TxnOffsetCommit landed).
+Every wait is on a condition with a deadline. Each test runs on both systems at once
+(``on_both_peers``: a thread per system; pylog's side was xfail until its transaction coordinator
+and TxnOffsetCommit landed).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import sys
 import time
 
 import pytest
-from peer_support import unique_topic
-from txn_clients import txn_peer, unique_txn_id, wait_for_txn_coordinator  # noqa: F401
+from peer_support import on_both_peers, unique_topic
+from txn_clients import unique_txn_id, wait_for_txn_coordinator
 
 from broker.client import Consumer, KafkaError, Producer
 from broker.client.transactions import PreparedTransaction
@@ -64,6 +65,7 @@ def read_all(peer, topic: str, partitions: int, isolation: str, expect: int) -> 
         consumer.close()
 
 
+@on_both_peers("txn_peer")
 def test_commit_is_visible_abort_is_not(txn_peer):
     """Three transactions over 3 partitions: committed (c*), aborted after a flush (a*: on the
     log, hidden from read_committed), committed again. read_committed sees exactly the committed
@@ -90,6 +92,7 @@ def test_commit_is_visible_abort_is_not(txn_peer):
     assert read_all(txn_peer, topic, 3, "read_uncommitted", len(everything)) == everything
 
 
+@on_both_peers("txn_peer")
 def test_out_of_order_calls_are_refused(txn_peer):
     topic = txn_peer.create_topic(unique_topic("txn-order"), partitions=1)
     uninitialized = Producer(txn_peer.bootstrap, transactional_id=unique_txn_id("order"))
@@ -115,6 +118,7 @@ def test_out_of_order_calls_are_refused(txn_peer):
 
 
 @pytest.mark.parametrize("zombie_partition", [1, 0], ids=["new-partition", "added-partition"])
+@on_both_peers("txn_peer")
 def test_a_second_instance_fences_the_first(txn_peer, zombie_partition):
     """init_transactions of a second instance bumps the epoch and aborts the first's open
     transaction; the first then fails with ProducerFencedError (fatal: every later call raises
@@ -144,6 +148,7 @@ def test_a_second_instance_fences_the_first(txn_peer, zombie_partition):
     assert read_all(txn_peer, topic, 2, "read_committed", 1) == [b"live"]
 
 
+@on_both_peers("txn_peer")
 def test_consume_transform_produce_with_send_offsets(txn_peer):
     """A subscribed consumer (read_committed, no auto commit) reads 20 records; a transaction
     writes their upper-cased values and sends the consumer's positions with its group metadata
@@ -212,6 +217,7 @@ def prepare_in_a_process_that_dies(peer, topic: str, transactional_id: str) -> P
 
 
 @pytest.mark.parametrize("commit", [True, False])
+@on_both_peers("txn_peer")
 def test_prepared_transaction_completed_by_another_producer(txn_peer, commit):
     """A process prepares a transaction (6 records, 3 partitions) and is SIGKILLed; a plain
     producer (no transactional id) completes it with the stored producer id and epoch. Committed:
@@ -238,6 +244,7 @@ def test_prepared_transaction_completed_by_another_producer(txn_peer, commit):
     assert read_all(txn_peer, topic, 3, "read_committed", len(expected)) == expected
 
 
+@on_both_peers("txn_peer")
 def test_prepared_transaction_completed_by_the_same_producer(txn_peer):
     topic = txn_peer.create_topic(unique_topic("txn-prepared-self"), partitions=1)
     with txn_producer(txn_peer) as producer:
@@ -252,6 +259,7 @@ def test_prepared_transaction_completed_by_the_same_producer(txn_peer):
     assert read_all(txn_peer, topic, 1, "read_committed", 1) == [b"p"]
 
 
+@on_both_peers("txn_peer")
 def test_abortable_error_then_abort_goes_on(txn_peer):
     """A TxnOffsetCommit with a stale generation (KIP-447: the group coordinator answers
     ILLEGAL_GENERATION) is an abortable error: commit raises it, abort works (the record sent in
@@ -292,7 +300,7 @@ def test_abortable_error_then_abort_goes_on(txn_peer):
 # one pipelined behind it was accepted as the partition's first sequence. The producer now
 # pipelines a partition only once a batch of it was acknowledged (sender._sequence_known; unit test
 # test_a_partition_pipelines_only_after_its_first_batch_is_acknowledged).
-@pytest.mark.parametrize("txn_peer", ["kafka", "pylog"], indirect=True)
+@on_both_peers("txn_peer")
 def test_partitions_added_while_produce_requests_are_in_flight(txn_peer):
     """linger 0 and many batches to partition 0 keep Produce requests pipelined to the leader,
     which is also the transaction coordinator; new partitions join meanwhile (AddPartitionsToTxn
@@ -315,6 +323,7 @@ def test_partitions_added_while_produce_requests_are_in_flight(txn_peer):
     assert read_all(txn_peer, topic, 3, "read_committed", len(values)) == sorted(values)
 
 
+@on_both_peers("txn_peer")
 def test_prepared_transaction_past_its_timeout_cannot_commit(txn_peer):
     """Why transaction_timeout_ms must outlast prepare -> complete: the coordinator aborts a
     transaction open longer (both peers check every second here) and bumps the epoch, so
@@ -343,6 +352,7 @@ def test_prepared_transaction_past_its_timeout_cannot_commit(txn_peer):
     assert read_all(txn_peer, topic, 1, "read_committed", 0) == []
 
 
+@on_both_peers("txn_peer")
 def test_close_aborts_the_open_transaction(txn_peer):
     """A producer closed with an open, flushed transaction aborts it (Java's graceful close):
     the partition's LSO moves on at once, so a later committed record of another transactional
@@ -361,7 +371,7 @@ def test_close_aborts_the_open_transaction(txn_peer):
     assert read_all(txn_peer, topic, 1, "read_committed", 1) == [b"after"]
 
 
-@pytest.mark.parametrize("txn_peer", ["kafka", "pylog"], indirect=True)
+@on_both_peers("txn_peer")
 def test_java_producer_uses_transaction_version_2(txn_peer):
     """Kafka's Java producer (kafka-producer-perf-test --transactional-id, a transaction every
     ~100 ms) takes transaction version 2 from the finalized ``transaction.version`` feature on
