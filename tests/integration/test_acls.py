@@ -297,7 +297,9 @@ def test_pylog_acls_tool_through_zookeeper_and_the_api(acl_cluster):
                 "\t(principal=User:bob, host=*, operation=DESCRIBE, permissionType=ALLOW)\n\n")
     assert pylog_acls("--list", *zk, "--topic", topic) == expected
     _until(lambda: pylog_acls("--list", *api, "--topic", topic) == expected, "the broker to learn the tool's ACLs")
-    listed = pylog_acls("--list", *api, "--transactional-id", txn)
+    # the transactional id's ACLs reach the broker by their own notification, maybe after the topic's
+    listed = _until(lambda: pylog_acls("--list", *api, "--transactional-id", txn),
+                    "the broker to learn the tool's transactional-id ACLs")
     assert "operation=WRITE" in listed and "operation=DESCRIBE" in listed and "operation=CREATE" not in listed
 
     pylog_acls("--remove", *api, "--force", "--topic", topic, "--allow-principal", "User:bob", "--operation", "Create")
