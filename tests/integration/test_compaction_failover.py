@@ -66,6 +66,60 @@ def wait_until(condition, timeout_s: float, what: str, interval_s: float = 0.1):
         time.sleep(interval_s)
 
 
+# What a replica's cleaner may spend without getting there. Its worker process (nice 19, in its
+# broker's session, so it gets what the broker leaves of their share of the CPU) is started on the
+# first pass: imports, the cached numba kernels and the first pass took 0.6-0.85 s of its CPU (3
+# brokers, load 2 and load 16), 8-10 s of wall time at load 16 and more than 30 s at load ~20. So
+# the cleaner waits fail on the CPU its worker burned without result, not on wall time.
+CLEANER_CPU_BUDGET_S = 5.0
+CLEANER_HANG_GUARD_S = 180  # only for a cleaner that never runs at all (no worker, no CPU used)
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cleaner_cpu_s(broker) -> float:
+    """CPU seconds (user + system) the broker's live cleaner worker processes have used."""
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) != broker.pid:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if b"broker.server.cleaner_worker" not in f.read():
+                    continue
+        except (OSError, IndexError, ValueError):  # gone meanwhile
+            continue
+        total += (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    return total
+
+
+def wait_for_cleaners(condition, brokers, what: str, interval_s: float = 0.1):
+    """Until ``condition()`` holds; fails once a broker's cleaner has used
+    ``CLEANER_CPU_BUDGET_S`` of CPU during the wait without it (a worker replaced by a restart
+    counts from zero), or after ``CLEANER_HANG_GUARD_S`` if the cleaners never ran."""
+    used = {b.broker_id: 0.0 for b in brokers}
+    seen = {b.broker_id: (b.pid, cleaner_cpu_s(b)) for b in brokers}
+    deadline = time.monotonic() + CLEANER_HANG_GUARD_S
+    while True:
+        value = condition()
+        if value:
+            return value
+        for b in brokers:
+            pid, before = seen[b.broker_id]
+            now = cleaner_cpu_s(b) if b.pid is not None else 0.0
+            used[b.broker_id] += max(0.0, now - before) if b.pid == pid else now
+            seen[b.broker_id] = (b.pid, now)
+        worst = max(used, key=used.get)
+        assert used[worst] < CLEANER_CPU_BUDGET_S, \
+            f"broker {worst}'s cleaner used {used[worst]:.1f} CPU s waiting for {what}; CPU s per broker: {used}"
+        assert time.monotonic() < deadline, \
+            f"timed out after {CLEANER_HANG_GUARD_S} s waiting for {what}; cleaner CPU s per broker: {used}"
+        time.sleep(interval_s)
+
+
 def partition_state(zk: KafkaZkClient):
     try:
         return zk.get_partition_state(TOPIC, 0)[0]
@@ -258,8 +312,8 @@ def test_compaction_during_failover_loses_nothing_and_replicas_converge(cluster,
     try:
         workload.wait_for_acks(1500)
         # Leaders and followers clean while the producer writes.
-        wait_until(lambda: all(cleaner_checkpoint(b.data_dir) > 0 for b in cluster.brokers), 30,
-                   "every replica to clean its copy")
+        wait_for_cleaners(lambda: all(cleaner_checkpoint(b.data_dir) > 0 for b in cluster.brokers),
+                          cluster.brokers, "every replica to clean its copy")
         first = cluster.broker(leader(zk))
         first.kill(signal.SIGKILL)
         wait_until(lambda: leader(zk) not in (-1, first.broker_id), 30, "a new leader after SIGKILL")
@@ -280,7 +334,8 @@ def test_compaction_during_failover_loses_nothing_and_replicas_converge(cluster,
     # A follower loses its disk and catches up from the cleaned leader: it fetches offsets that
     # were cleaned away there and gets the next batch.
     lead = leader(zk)
-    wait_until(lambda: cleaner_checkpoint(cluster.broker(lead).data_dir) > 0, 30, "the leader to have cleaned")
+    wait_for_cleaners(lambda: cleaner_checkpoint(cluster.broker(lead).data_dir) > 0, [cluster.broker(lead)],
+                      "the leader to have cleaned")
     wiped = next(b for b in cluster.brokers if b.broker_id != lead)
     wiped.kill(signal.SIGKILL)
     shutil.rmtree(wiped.data_dir)
@@ -308,7 +363,8 @@ def test_compaction_during_failover_loses_nothing_and_replicas_converge(cluster,
             return None  # a replica still holds an older value of some key
         return below
 
-    replicas = wait_until(converged, 40, "every replica's copy compacted below the roll", interval_s=0.2)
+    replicas = wait_for_cleaners(converged, cluster.brokers, "every replica's copy compacted below the roll",
+                                 interval_s=0.2)
     assert replicas[0] == replicas[1] == replicas[2], "the replicas' surviving records differ"
     assert len(replicas[0]) == KEYS and roll_at > 10 * KEYS  # one record per key, gaps between them
 
