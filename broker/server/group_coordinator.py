@@ -313,9 +313,6 @@ class GroupCoordinatorService:
         if error != ErrorCode.NONE:
             self.stats.append_errors += len(write_ids)
         now = self._now_ms()
-        if len(write_ids) == 1:
-            self._apply(self.core.write_done(write_ids[0], error, now, index))
-            return
         effects: list = []
         for write_id in write_ids:
             effects += self.core.write_done(write_id, error, now, index)

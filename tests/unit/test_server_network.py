@@ -149,19 +149,14 @@ def test_a_plain_handle_is_called_after_the_earlier_requests_started():
             log.append(("ran", frame))
             return frame
 
-    async def main():
-        server = KafkaServer(PlainHandle(), "127.0.0.1", 0, NetworkLimits())
-        await server.start()
-        try:
-            reader, writer = await connect(server)
-            writer.write(frame(b"a") + frame(b"b"))
-            got = [await read_frame(reader) for _ in range(2)]
-            writer.close()
-            return got
-        finally:
-            await server.close()
+    async def scenario(server, handler):
+        reader, writer = await connect(server)
+        writer.write(frame(b"a") + frame(b"b"))
+        got = [await read_frame(reader) for _ in range(2)]
+        writer.close()
+        return got
 
-    assert asyncio.run(main()) == [b"a", b"b"]
+    assert run_with(PlainHandle(), NetworkLimits(), scenario) == [b"a", b"b"]
     assert log == [("called", b"a"), ("ran", b"a"), ("called", b"b"), ("ran", b"b")]
 
 
